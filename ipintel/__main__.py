@@ -1,0 +1,42 @@
+"""``python -m ipintel`` / ``ipintel``: serve the API with hypercorn."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+from ipintel import logs
+from ipintel.settings import ConfigError, Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        print(f"ipintel: configuration error: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(settings.log_format, settings.log_level)
+
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    from ipintel.app import create_app
+
+    config = Config()
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    config.bind = [f"{host}:{settings.port}"]
+    config.accesslog = None  # our middleware writes the access log
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = 20.0
+    config.keep_alive_timeout = 75.0  # above common load balancers' idle timeouts
+    config.h11_max_incomplete_size = 16 * 1024
+    config.max_app_queue_size = 10
+    app = create_app(settings)
+    logging.getLogger("ipintel").info("serving on http://%s:%s", settings.host, settings.port)
+    asyncio.run(serve(app, config))  # type: ignore[arg-type]
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,34 @@
+"""REST adapter for CIDR arithmetic: ``GET /cidr?range=`` (SPEC 3.6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+
+from ipintel.api.rest import Endpoint, query_param
+from ipintel.service import Intel
+
+
+async def calculate(request: Request, intel: Intel) -> dict[str, Any]:
+    return await intel.calculate_cidr(request.query_params.get("range", ""))
+
+
+ENDPOINTS = [
+    Endpoint(
+        "/cidr",
+        calculate,
+        operation_id="calculateCidr",
+        summary="CIDR arithmetic for an IPv4 or IPv6 range",
+        description=(
+            "Network, broadcast, masks, host counts and the usable host range. Host bits may be set. "
+            "/31 has 2 usable hosts (RFC 3021), /32 one. IPv6 has no broadcast: broadcast and wildcardMask "
+            "are null and every address is usable. Counts are exact integers (up to 2^128)."
+        ),
+        schema="cidr",
+        errors=("invalid_range",),
+        scope="general",
+        parameters=(query_param("range", "A range in CIDR notation", "192.168.1.0/24", required=True),),
+        tags=("cidr",),
+    ),
+]

@@ -1,0 +1,115 @@
+"""Operations routes (SPEC 6.2): liveness, readiness, the OpenAPI document and its docs page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"data": {"status": "ok"}})
+
+
+async def readyz(request: Request) -> Response:
+    intel = request.app.state.intel
+    checks = intel.readiness()
+    if intel.ready:
+        return JSONResponse({"data": {"status": "ok", "checks": checks}})
+    failing = ", ".join(f"{name}: {c.get('error') or c['status']}" for name, c in checks.items() if c["status"] != "ok")
+    return JSONResponse(
+        {"error": {"code": "geoip_unavailable", "message": f"not ready: {failing or 'no GeoIP database is loaded'}"}},
+        status_code=503,
+    )
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(request.app.state.openapi)
+
+
+_DOCS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>ipintel API</title>
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script src="/docs/assets/swagger-ui-standalone-preset.js"></script>
+<script src="/docs/init.js"></script>
+</body></html>"""
+
+# Kept out of the HTML so that the page works under a strict Content-Security-Policy.
+_DOCS_INIT = """window.ui = SwaggerUIBundle({url: "/openapi.json", dom_id: "#swagger-ui",
+  presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset], layout: "StandaloneLayout"});"""
+
+
+async def docs(request: Request) -> Response:
+    return HTMLResponse(_DOCS_PAGE)
+
+
+async def docs_init(request: Request) -> Response:
+    return Response(_DOCS_INIT, media_type="application/javascript")
+
+
+def routes() -> list[BaseRoute]:
+    import swagger_ui_bundle
+
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/docs", docs, methods=["GET"]),
+        Route("/docs/init.js", docs_init, methods=["GET"]),
+        Mount("/docs/assets", StaticFiles(directory=Path(swagger_ui_bundle.swagger_ui_path)), name="docs-assets"),
+    ]
+
+
+OPS_PATHS = {
+    "/healthz": {
+        "get": {
+            "operationId": "healthz",
+            "summary": "Liveness",
+            "tags": ["operations"],
+            "responses": {
+                "200": {
+                    "description": "The process is alive",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["data"],
+                                "properties": {"data": {"$ref": "#/components/schemas/health"}},
+                            }
+                        }
+                    },
+                }
+            },
+        }
+    },
+    "/readyz": {
+        "get": {
+            "operationId": "readyz",
+            "summary": "Readiness: 200 when the GeoIP database is loaded",
+            "tags": ["operations"],
+            "responses": {
+                "200": {
+                    "description": "Ready, with the state of each database and feed",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["data"],
+                                "properties": {"data": {"$ref": "#/components/schemas/health"}},
+                            }
+                        }
+                    },
+                },
+                "503": {
+                    "description": "Error codes: `geoip_unavailable`",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                },
+            },
+        }
+    },
+}

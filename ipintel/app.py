@@ -1,0 +1,83 @@
+"""The application factory: the whole design in one page.
+
+    Settings ──> Intel (capabilities + their infrastructure: databases,
+                 resolver, HTTP client, caches)
+                   ^              ^
+           REST endpoints      MCP tools        <- thin adapters
+                   ^              ^
+        middleware: request id & access log, rate limits, body limits
+
+``create_app(settings)`` wires these together; ``python -m ipintel`` serves
+the result with hypercorn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ipintel.api import cidr as cidr_api
+from ipintel.api import geoip as geoip_api
+from ipintel.api import ops
+from ipintel.api.rest import Endpoint
+from ipintel.openapi import build_document, load_schema
+from ipintel.service import Intel
+from ipintel.settings import Settings
+from ipintel.web.middleware import RequestContextMiddleware
+
+log = logging.getLogger("ipintel")
+
+# Every REST endpoint of the service, in the order the OpenAPI document lists them.
+ENDPOINTS: list[Endpoint] = [
+    *geoip_api.ENDPOINTS,
+    *cidr_api.ENDPOINTS,
+]
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        body = {"error": {"code": "not_found", "message": f"no route {request.url.path}"}}
+    elif exc.status_code == 405:
+        body = {"error": {"code": "method_not_allowed", "message": f"{request.method} is not allowed here"}}
+    else:
+        body = {"error": {"code": "invalid_request", "message": str(exc.detail)}}
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+
+def create_app(settings: Settings | None = None, *, intel: Intel | None = None) -> Starlette:
+    settings = settings or Settings()
+    intel = intel or Intel.from_settings(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await intel.start()
+        if not intel.ready:
+            log.warning("no GeoIP database loaded from %s: /ip answers 503 until one is", settings.city_db_path)
+        try:
+            yield
+        finally:
+            await intel.close()
+
+    routes = [*(ep.route() for ep in ENDPOINTS), *ops.routes()]
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(RequestContextMiddleware)],
+        exception_handlers={HTTPException: _http_error},
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.intel = intel
+    document = build_document(ENDPOINTS, ops.OPS_PATHS)
+    document["components"]["schemas"].setdefault(
+        "health", {k: v for k, v in load_schema("health").items() if not k.startswith("$")}
+    )
+    app.state.openapi = document
+    return app

@@ -1,0 +1,139 @@
+"""MaxMind DB files (``.mmdb``): opened once, memory-mapped, reloadable in place.
+
+A reload opens the new file first and swaps the reader only when that
+succeeded, so requests in flight keep the old reader and a broken file on
+disk never takes the service down (SPEC 6.2).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import maxminddb
+
+from ipintel.addresses import IPAddress
+
+log = logging.getLogger("ipintel.mmdb")
+
+
+@dataclass(frozen=True)
+class _Opened:
+    reader: maxminddb.Reader
+    mtime_ns: int
+    size: int
+
+
+class MmdbFile:
+    """One ``.mmdb`` file. ``lookup`` is safe to call while another thread reloads."""
+
+    def __init__(self, path: Path | str, *, kind: str) -> None:
+        self.path = Path(path)
+        self.kind = kind  # "city", "asn", "anonymous", "connection": used in logs and metrics
+        self._opened: _Opened | None = None
+        self._lock = threading.Lock()
+        self.last_error: str | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._opened is not None
+
+    def load(self) -> bool:
+        """Open (or re-open) the file; keep the previous reader on failure. Returns success."""
+        with self._lock:
+            try:
+                stat = os.stat(self.path)
+                reader = maxminddb.open_database(str(self.path), maxminddb.MODE_MMAP)
+            except (OSError, ValueError, maxminddb.InvalidDatabaseError) as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("cannot open %s database %s: %s", self.kind, self.path, self.last_error)
+                return False
+            old, self._opened = self._opened, _Opened(reader, stat.st_mtime_ns, stat.st_size)
+            self.last_error = None
+        log.info(
+            "opened %s database %s (%s, built %s)",
+            self.kind,
+            self.path,
+            reader.metadata().database_type,
+            reader.metadata().build_epoch,
+        )
+        # The old reader is not closed: a request may still be reading from its
+        # map. Dropping the reference lets the garbage collector unmap it.
+        del old
+        return True
+
+    def changed_on_disk(self) -> bool:
+        opened = self._opened
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return False
+        return opened is None or (stat.st_mtime_ns, stat.st_size) != (opened.mtime_ns, opened.size)
+
+    def reload_if_changed(self) -> bool:
+        return self.load() if self.changed_on_disk() else False
+
+    def lookup(self, ip: IPAddress) -> tuple[dict[str, Any] | None, int]:
+        """The record for ``ip`` and the prefix length of the network it was found in."""
+        opened = self._opened
+        if opened is None:
+            raise LookupError(f"the {self.kind} database is not loaded")
+        try:
+            record, prefix_len = opened.reader.get_with_prefix_len(ip)
+        except ValueError:  # an IPv6 address asked of an IPv4-only database
+            return None, 0
+        return (record if isinstance(record, dict) else None), prefix_len
+
+    @property
+    def build_epoch(self) -> int | None:
+        opened = self._opened
+        return opened.reader.metadata().build_epoch if opened else None
+
+    @property
+    def database_type(self) -> str | None:
+        opened = self._opened
+        return opened.reader.metadata().database_type if opened else None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._opened is not None:
+                self._opened.reader.close()
+                self._opened = None
+
+
+class GeoDatabases:
+    """The configured ``.mmdb`` files; only the City one is required to be ready."""
+
+    def __init__(
+        self,
+        city: Path,
+        asn: Path | None = None,
+        anonymous: Path | None = None,
+        connection: Path | None = None,
+    ) -> None:
+        self.city = MmdbFile(city, kind="city")
+        self.asn = MmdbFile(asn, kind="asn") if asn else None
+        self.anonymous = MmdbFile(anonymous, kind="anonymous") if anonymous else None
+        self.connection = MmdbFile(connection, kind="connection") if connection else None
+
+    def all(self) -> list[MmdbFile]:
+        return [db for db in (self.city, self.asn, self.anonymous, self.connection) if db is not None]
+
+    def load(self) -> None:
+        for db in self.all():
+            db.load()
+
+    def reload_changed(self) -> list[str]:
+        """Reload every file whose mtime or size changed; the kinds reloaded."""
+        return [db.kind for db in self.all() if db.reload_if_changed()]
+
+    def reload_all(self) -> list[str]:
+        return [db.kind for db in self.all() if db.load()]
+
+    def close(self) -> None:
+        for db in self.all():
+            db.close()

@@ -1,0 +1,245 @@
+"""Configuration: the ``IPINTEL_*`` environment variables of SPEC 6.1, parsed once.
+
+The app factory takes a :class:`Settings`; nothing else reads the
+environment, so tests build settings directly and point every upstream at a
+local server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_CITY_DB_NAME = "dbip-city-lite.mmdb"
+
+# Alive, free-for-modest-use DNSBLs (SPEC 3.5). Dead lists (SORBS, NiX Spam)
+# are deliberately absent: a dead list either lists everything or nothing.
+DEFAULT_DNSBL_ZONES: tuple[str, ...] = (
+    "zen.spamhaus.org",
+    "bl.spamcop.net",
+    "psbl.surriel.com",
+    "dnsbl.dronebl.org",
+    "all.s5h.net",
+)
+
+DEFAULT_RATE_LIMITS: dict[str, int] = {"general": 60, "dns": 30, "registry": 10}
+FEED_NAMES: tuple[str, ...] = (
+    "tor",
+    "aws",
+    "gcp",
+    "azure",
+    "oracle",
+    "cloudflare",
+    "digitalocean",
+    "vpn",
+    "datacenter",
+)
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    data_dir: Path = Path("data")
+    geoip_city_db: Path | None = None  # None: <data_dir>/dbip-city-lite.mmdb
+    geoip_asn_db: Path | None = None
+    geoip_anonymous_db: Path | None = None
+    geoip_connection_db: Path | None = None
+    dns_servers: tuple[tuple[str, int], ...] = ()  # empty: the system resolver
+    dns_timeout: float = 2.0
+    dnsbl_zones: tuple[str, ...] = DEFAULT_DNSBL_ZONES
+    reputation_url: str = "https://api.stopforumspam.org/api"
+    abuseipdb_key: str | None = None
+    abuseipdb_url: str = "https://api.abuseipdb.com/api/v2/check"
+    rdap_bootstrap_url: str = "https://data.iana.org/rdap/"
+    upstream_timeout: float = 5.0
+    cymru_zone: str = "asn.cymru.com"
+    feeds_enabled: bool = True
+    feed_urls: Mapping[str, str | None] = field(default_factory=dict)  # None: disabled
+    spamhaus_dqs_key: str | None = None
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    rate_limits: Mapping[str, int] | None = field(default_factory=lambda: dict(DEFAULT_RATE_LIMITS))  # None: off
+    mcp_allowed_origins: tuple[str, ...] = ("http://localhost:*", "http://127.0.0.1:*")
+    log_format: str = "json"
+    log_level: str = "INFO"
+    # Beyond SPEC 6.1: bounds a serious deployment wants to tune.
+    blacklist_deadline: float = 3.0
+    max_body_bytes: int = 1024 * 1024
+    cache_max_entries: int = 10_000
+    rate_limit_max_clients: int = 100_000
+
+    @property
+    def city_db_path(self) -> Path:
+        return self.geoip_city_db or self.data_dir / DEFAULT_CITY_DB_NAME
+
+    def replace(self, **changes: object) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read SPEC 6.1's variables; unset or empty variables keep their defaults."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+
+        def get(name: str) -> str | None:
+            value = env.get(f"IPINTEL_{name}")
+            return value.strip() if value is not None and value.strip() else None
+
+        if (v := get("HOST")) is not None:
+            values["host"] = v
+        if (v := get("PORT")) is not None:
+            values["port"] = _int("IPINTEL_PORT", v, 0, 65535)
+        if (v := get("DATA_DIR")) is not None:
+            values["data_dir"] = Path(v)
+        for var, attr in (
+            ("GEOIP_CITY_DB", "geoip_city_db"),
+            ("GEOIP_ASN_DB", "geoip_asn_db"),
+            ("GEOIP_ANONYMOUS_DB", "geoip_anonymous_db"),
+            ("GEOIP_CONNECTION_DB", "geoip_connection_db"),
+        ):
+            if (v := get(var)) is not None:
+                values[attr] = Path(v)
+        if (v := get("DNS_SERVERS")) is not None:
+            values["dns_servers"] = parse_servers(v)
+        if (v := get("DNS_TIMEOUT")) is not None:
+            values["dns_timeout"] = _float("IPINTEL_DNS_TIMEOUT", v)
+        if (v := get("DNSBL_ZONES")) is not None:
+            values["dnsbl_zones"] = tuple(z.strip().lower().rstrip(".") for z in v.split(",") if z.strip())
+        if (v := get("REPUTATION_URL")) is not None:
+            values["reputation_url"] = v
+        if (v := get("ABUSEIPDB_KEY")) is not None:
+            values["abuseipdb_key"] = v
+        if (v := get("ABUSEIPDB_URL")) is not None:
+            values["abuseipdb_url"] = v
+        if (v := get("RDAP_BOOTSTRAP_URL")) is not None:
+            values["rdap_bootstrap_url"] = v if v.endswith("/") else v + "/"
+        if (v := get("UPSTREAM_TIMEOUT")) is not None:
+            values["upstream_timeout"] = _float("IPINTEL_UPSTREAM_TIMEOUT", v)
+        if (v := get("CYMRU_ZONE")) is not None:
+            values["cymru_zone"] = v.lower().rstrip(".")
+        if (v := get("FEEDS")) is not None:
+            values["feeds_enabled"] = _bool("IPINTEL_FEEDS", v)
+        if (v := env.get("IPINTEL_FEED_URLS")) is not None and v.strip():
+            values["feed_urls"] = parse_feed_urls(v)
+        if (v := get("SPAMHAUS_DQS_KEY")) is not None:
+            values["spamhaus_dqs_key"] = v
+        if (v := get("TRUSTED_PROXIES")) is not None:
+            values["trusted_proxies"] = parse_networks("IPINTEL_TRUSTED_PROXIES", v)
+        if (v := get("RATE_LIMITS")) is not None:
+            values["rate_limits"] = parse_rate_limits(v)
+        if (v := get("MCP_ALLOWED_ORIGINS")) is not None:
+            values["mcp_allowed_origins"] = tuple(o.strip() for o in v.split(",") if o.strip())
+        log_format = get("LOG_FORMAT") or ("text" if sys.stderr.isatty() else "json")
+        if log_format not in ("json", "text"):
+            raise ConfigError(f"IPINTEL_LOG_FORMAT must be 'json' or 'text', not {log_format!r}")
+        values["log_format"] = log_format
+        if (v := get("LOG_LEVEL")) is not None:
+            values["log_level"] = v.upper()
+        if (v := get("BLACKLIST_DEADLINE")) is not None:
+            values["blacklist_deadline"] = _float("IPINTEL_BLACKLIST_DEADLINE", v)
+        if (v := get("MAX_BODY_BYTES")) is not None:
+            values["max_body_bytes"] = _int("IPINTEL_MAX_BODY_BYTES", v, 1024, 1 << 30)
+        if (v := get("CACHE_MAX_ENTRIES")) is not None:
+            values["cache_max_entries"] = _int("IPINTEL_CACHE_MAX_ENTRIES", v, 1, 10_000_000)
+        if (v := get("RATE_LIMIT_MAX_CLIENTS")) is not None:
+            values["rate_limit_max_clients"] = _int("IPINTEL_RATE_LIMIT_MAX_CLIENTS", v, 1, 10_000_000)
+        return cls(**values)  # type: ignore[arg-type]
+
+
+def parse_servers(text: str) -> tuple[tuple[str, int], ...]:
+    """``host`` or ``host:port``, comma separated; IPv6 as ``[::1]:5353`` or bare ``::1``."""
+    servers = []
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        host, port = item, 53
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            if rest:
+                port = _int("IPINTEL_DNS_SERVERS", rest.lstrip(":"), 1, 65535)
+        elif item.count(":") == 1:
+            host, _, p = item.partition(":")
+            port = _int("IPINTEL_DNS_SERVERS", p, 1, 65535)
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ConfigError(f"IPINTEL_DNS_SERVERS: {host!r} is not an IP address") from None
+        servers.append((host, port))
+    return tuple(servers)
+
+
+def parse_feed_urls(text: str) -> dict[str, str | None]:
+    urls: dict[str, str | None] = {}
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        name, sep, url = item.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in FEED_NAMES:
+            raise ConfigError(f"IPINTEL_FEED_URLS: {item!r} is not name=url with a name from {', '.join(FEED_NAMES)}")
+        urls[name] = url.strip() or None
+    return urls
+
+
+def parse_networks(var: str, text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    nets = []
+    for item in (s.strip() for s in text.split(",")):
+        if item:
+            try:
+                nets.append(ipaddress.ip_network(item, strict=False))
+            except ValueError:
+                raise ConfigError(f"{var}: {item!r} is not an address or CIDR range") from None
+    return tuple(nets)
+
+
+def parse_rate_limits(text: str) -> dict[str, int] | None:
+    if text.lower() == "off":
+        return None
+    limits = dict(DEFAULT_RATE_LIMITS)
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        scope, sep, value = item.partition("=")
+        scope = scope.strip().lower()
+        if not sep or scope not in DEFAULT_RATE_LIMITS:
+            raise ConfigError(f"IPINTEL_RATE_LIMITS: {item!r} is not scope=N with a scope of general, dns, registry")
+        limits[scope] = _int("IPINTEL_RATE_LIMITS", value.strip(), 1, 1_000_000)
+    return limits
+
+
+def _int(var: str, text: str, low: int, high: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(f"{var}: {text!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{var}: {value} is outside {low}..{high}")
+    return value
+
+
+def _float(var: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{var}: {text!r} is not a number of seconds") from None
+    if not 0 < value <= 600:
+        raise ConfigError(f"{var}: {value} must be above 0 and at most 600 seconds")
+    return value
+
+
+def _bool(var: str, text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("on", "true", "1", "yes"):
+        return True
+    if lowered in ("off", "false", "0", "no"):
+        return False
+    raise ConfigError(f"{var}: {text!r} is not on or off")

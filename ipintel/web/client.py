@@ -1,0 +1,63 @@
+"""The caller's address (SPEC 6.3): the socket peer, or what a trusted proxy says.
+
+Forwarding headers are believed only when the socket peer is one of
+``IPINTEL_TRUSTED_PROXIES``; then the right-most address that is not itself a
+trusted proxy is the client (addresses to its left were written by the
+client and can be forged).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Sequence
+
+from ipintel.addresses import IPAddress
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_FORWARDED_FOR = re.compile(r'for\s*=\s*("?)(\[[^\]]*\]|[^;,"\s]*)\1', re.IGNORECASE)
+
+
+def _parse(text: str) -> IPAddress | None:
+    text = text.strip().strip('"')
+    if text.startswith("["):  # Forwarded: for="[2001:db8::1]:4711"
+        text = text[1:].partition("]")[0]
+    elif text.count(":") == 1:  # IPv4 with a port
+        text = text.partition(":")[0]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def _trusted(ip: IPAddress, proxies: Sequence[Network]) -> bool:
+    return any(ip.version == net.version and ip in net for net in proxies)
+
+
+def client_address(peer: str | None, headers: dict[str, str] | object, proxies: Sequence[Network]) -> IPAddress | None:
+    """The client's address for this request, or ``None`` when the peer is unknown."""
+    peer_ip = _parse(peer) if peer else None
+    if peer_ip is None or not proxies or not _trusted(peer_ip, proxies):
+        return peer_ip
+    get_all = getattr(headers, "getlist", None)
+    chain: list[str] = []
+    if get_all is not None:
+        for value in get_all("x-forwarded-for"):
+            chain.extend(part for part in value.split(",") if part.strip())
+        if not chain:
+            for value in get_all("forwarded"):
+                chain.extend(m.group(2) for m in _FORWARDED_FOR.finditer(value))
+    for item in reversed(chain):
+        ip = _parse(item)
+        if ip is None:
+            # A garbled hop: we cannot tell who is behind it, so the last
+            # address we could verify (the proxy's) is the safest answer.
+            return peer_ip
+        if not _trusted(ip, proxies):
+            return ip
+        peer_ip = ip
+    return peer_ip

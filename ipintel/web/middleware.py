@@ -1,0 +1,96 @@
+"""Pure-ASGI middleware around every request: request id, access log, last-resort 500.
+
+Pure ASGI rather than ``BaseHTTPMiddleware``: it adds no task or memory
+stream per request, which keeps the hot path close to a bare handler.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("ipintel.access")
+errors_log = logging.getLogger("ipintel.error")
+
+_SANE_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
+_INTERNAL = json.dumps(
+    {
+        "error": {
+            "code": "internal_error",
+            "message": "an internal error occurred; quote the request id when reporting it",
+        }
+    }
+).encode()
+
+
+def _request_id(scope: Scope) -> str:
+    for name, value in scope.get("headers", ()):
+        if name == b"x-request-id":
+            if _SANE_ID.match(value):
+                return value.decode("ascii")
+            break
+    return secrets.token_hex(8)
+
+
+class RequestContextMiddleware:
+    """Gives every response an ``X-Request-Id``, logs one access line per request,
+    and turns an exception that escaped a handler into a JSON 500 without its trace."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope)
+        scope.setdefault("state", {})["request_id"] = request_id
+        header = (b"x-request-id", request_id.encode("ascii"))
+        started = time.perf_counter()
+        status = 0
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []), header]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            errors_log.exception("unhandled error", extra={"request_id": request_id, "path": scope.get("path")})
+            if status == 0:
+                status = 500
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 500,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(_INTERNAL)).encode()),
+                            header,
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": _INTERNAL})
+        finally:
+            if log.isEnabledFor(logging.INFO):
+                route = scope.get("route")
+                client = scope.get("client")
+                log.info(
+                    "request",
+                    extra={
+                        "request_id": request_id,
+                        "method": scope.get("method"),
+                        "route": getattr(route, "path", None) or "unmatched",
+                        "status": status,
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                        "client": scope.get("state", {}).get("client_ip") or (client[0] if client else None),
+                    },
+                )
