@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ import aiohttp
 
 from ipintel import __version__
 from ipintel.errors import UpstreamError, UpstreamTimeout
+from ipintel.infra.stats import UpstreamStats
 
 USER_AGENT = f"ipintel/{__version__} (+https://github.com/ipintel/ipintel)"
 
@@ -39,8 +41,16 @@ class HttpResponse:
 class HttpClient:
     """A pooled aiohttp session with per-call timeouts and size caps."""
 
-    def __init__(self, *, timeout: float, max_connections: int = 100, per_host: int = 10) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        max_connections: int = 100,
+        per_host: int = 10,
+        stats: UpstreamStats | None = None,
+    ) -> None:
         self.timeout = timeout
+        self.stats = stats or UpstreamStats()
         self._max_connections = max_connections
         self._per_host = per_host
         self._session: aiohttp.ClientSession | None = None
@@ -81,10 +91,36 @@ class HttpClient:
         timeout: float | None = None,
         max_bytes: int = 2 * 1024 * 1024,
         what: str = "upstream",
+        source: str = "http",
     ) -> HttpResponse:
         """GET ``url`` without following redirects; the whole call (connect,
-        headers, body) ends within ``timeout`` seconds."""
+        headers, body) ends within ``timeout`` seconds.
+
+        ``what`` names the upstream in error messages ("RDAP server
+        rdap.arin.net"); ``source`` is its short name in the upstream
+        statistics ("rdap", "reputation", "feed:tor")."""
         limit = self.timeout if timeout is None else timeout
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            response = await self._get(url, headers, params, limit, max_bytes, what)
+            outcome = "ok" if response.status < 500 else "error"
+            return response
+        except UpstreamTimeout:
+            outcome = "timeout"
+            raise
+        finally:
+            self.stats.record(source, outcome, time.perf_counter() - started)
+
+    async def _get(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None,
+        params: Mapping[str, str] | None,
+        limit: float,
+        max_bytes: int,
+        what: str,
+    ) -> HttpResponse:
         try:
             async with asyncio.timeout(limit):
                 async with self.session.get(url, headers=headers, params=params, allow_redirects=False) as response:

@@ -1,0 +1,146 @@
+"""Running the app in tests: through ASGI (with its lifespan) or as a real
+hypercorn process, and validating every response against its route's schema.
+
+Every response a test receives from :func:`running_app` or :func:`server_process`
+clients is checked against ``schemas/`` by :func:`validate_response`, so no
+test can forget to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from jsonschema import Draft202012Validator, FormatChecker
+from starlette.routing import Match
+
+from ipintel.app import ENDPOINTS, create_app
+from ipintel.openapi import load_schema
+from ipintel.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Routes whose schema is not an Endpoint's: operations routes.
+_EXTRA_SCHEMAS = {"/healthz": "health", "/readyz": "health"}
+
+
+def validator(name: str) -> Draft202012Validator:
+    return Draft202012Validator(load_schema(name), format_checker=FormatChecker())
+
+
+def schema_for_path(path: str) -> str | None:
+    if path in _EXTRA_SCHEMAS:
+        return _EXTRA_SCHEMAS[path]
+    scope = {"type": "http", "path": path, "method": "GET"}
+    for ep in ENDPOINTS:
+        match, _ = ep.route().matches(scope)
+        if match == Match.FULL:
+            return ep.schema
+    return None
+
+
+def validate_body(path: str, status: int, body: Any) -> None:
+    """Success bodies against the route's schema, failures against the error schema."""
+    if status < 400:
+        assert isinstance(body, dict) and set(body) == {"data"}, f"{path}: success body is not {{'data': ...}}: {body}"
+        name = schema_for_path(path)
+        if name is not None:
+            validator(name).validate(body["data"])
+    else:
+        validator("error").validate(body)
+
+
+def validate_response(response: httpx.Response) -> None:
+    path = response.request.url.path
+    if path.startswith("/mcp") or path in ("/openapi.json", "/metrics") or path.startswith("/docs"):
+        return  # other formats: checked by their own tests
+    if response.request.method == "HEAD":
+        return
+    assert response.headers.get("content-type", "").startswith("application/json"), (
+        f"{path}: {response.status_code} is not JSON: {response.headers.get('content-type')}"
+    )
+    assert response.headers.get("x-request-id"), f"{path}: no X-Request-Id"
+    validate_body(path, response.status_code, json.loads(response.content))
+
+
+async def _ahook(response: httpx.Response) -> None:
+    await response.aread()
+    validate_response(response)
+
+
+def _hook(response: httpx.Response) -> None:
+    response.read()
+    validate_response(response)
+
+
+@contextlib.asynccontextmanager
+async def running_app(settings: Settings, *, client: tuple[str, int] = ("203.0.113.7", 40000), **kwargs: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """The ASGI app with its lifespan run, and an httpx client talking to it.
+
+    ``client`` is the socket peer the app sees (default: a documentation
+    address, as a remote caller would be)."""
+    app = create_app(settings, **kwargs)
+    transport = httpx.ASGITransport(app=app, client=client)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://ipintel.test", event_hooks={"response": [_ahook]}
+        ) as http:
+            http.app = app  # type: ignore[attr-defined]
+            yield http
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def settings_env(settings_vars: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IPINTEL_")}
+    env.update(settings_vars)
+    env.setdefault("IPINTEL_LOG_FORMAT", "json")
+    return env
+
+
+@contextlib.contextmanager
+def server_process(env_vars: dict[str, str], *, ready_path: str = "/healthz", timeout: float = 20.0) -> Iterator[tuple[httpx.Client, subprocess.Popen]]:
+    """Start ``python -m ipintel`` (hypercorn) on a free port; yield a client and the process."""
+    port = free_port()
+    env = settings_env({**env_vars, "IPINTEL_HOST": "127.0.0.1", "IPINTEL_PORT": str(port)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ipintel"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                raise RuntimeError(f"server exited with {proc.returncode}:\n{out}")
+            try:
+                if httpx.get(base + ready_path, timeout=0.5).status_code < 500:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not start in time")
+            time.sleep(0.1)
+        with httpx.Client(base_url=base, event_hooks={"response": [_hook]}, timeout=30) as client:
+            yield client, proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
