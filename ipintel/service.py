@@ -16,6 +16,7 @@ from ipintel import addresses
 from ipintel.capabilities import cidr, geoip
 from ipintel.capabilities.asn import AsnSource, MmdbAsnSource, NoAsnSource
 from ipintel.infra.mmdb import GeoDatabases
+from ipintel.infra.stats import UpstreamStats
 from ipintel.infra.upstream import HttpClient
 from ipintel.settings import Settings
 
@@ -39,6 +40,7 @@ class Intel:
         self.http = http
         self.asn_source = asn_source
         self.timezones = timezones
+        self.upstream_stats = http.stats
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Intel:
@@ -49,10 +51,12 @@ class Intel:
             connection=settings.geoip_connection_db,
         )
         asn_source: AsnSource = MmdbAsnSource(databases.asn) if databases.asn else NoAsnSource()
+        # One statistics object for every upstream client (HTTP and DNS): /metrics reads it.
+        stats = UpstreamStats()
         return cls(
             settings,
             databases=databases,
-            http=HttpClient(timeout=settings.upstream_timeout),
+            http=HttpClient(timeout=settings.upstream_timeout, stats=stats),
             asn_source=asn_source,
             timezones=geoip.TimeZones(),
         )
