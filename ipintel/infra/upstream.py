@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from ipintel import __version__
 from ipintel.errors import UpstreamError, UpstreamTimeout
@@ -128,7 +129,10 @@ class HttpClient:
                     if declared is not None and declared > max_bytes:
                         raise UpstreamError(f"{what} answered with a body over {max_bytes} bytes")
                     body = await _read_capped(response, max_bytes, what)
-                    return HttpResponse(str(response.url), response.status, dict(response.headers), body)
+                    # A case-insensitive copy: servers spell header names as they like
+                    # ("location", "Content-Type"), and dict() would keep their spelling.
+                    headers = CIMultiDictProxy(CIMultiDict(response.headers))
+                    return HttpResponse(str(response.url), response.status, headers, body)
         except TimeoutError:
             raise UpstreamTimeout(f"{what} did not answer within {limit:g} s") from None
         except aiohttp.ClientError as exc:
