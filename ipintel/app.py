@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -31,6 +32,7 @@ from ipintel.openapi import build_document, load_schema
 from ipintel.service import Intel
 from ipintel.settings import Settings
 from ipintel.web.middleware import RequestContextMiddleware
+from ipintel.web.ratelimit import MCP_RULES, RateLimitMiddleware, limiter_from_settings
 
 log = logging.getLogger("ipintel")
 
@@ -52,9 +54,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
-def create_app(settings: Settings | None = None, *, intel: Intel | None = None) -> Starlette:
+def create_app(
+    settings: Settings | None = None, *, intel: Intel | None = None, clock: Callable[[], float] = time.monotonic
+) -> Starlette:
+    """``clock`` (monotonic seconds) drives cache lifetimes and rate-limit refills; tests pass a fake one."""
     settings = settings or Settings()
-    intel = intel or Intel.from_settings(settings)
+    intel = intel or Intel.from_settings(settings, clock=clock)
+    limiter = limiter_from_settings(settings.rate_limits, settings.rate_limit_max_clients, clock)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -69,12 +75,21 @@ def create_app(settings: Settings | None = None, *, intel: Intel | None = None) 
     routes = [*(ep.route() for ep in ENDPOINTS), *ops.routes()]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(RequestContextMiddleware)],
+        middleware=[
+            Middleware(RequestContextMiddleware),  # outermost: every response, 429s included, gets a request id
+            Middleware(
+                RateLimitMiddleware,
+                limiter=limiter,
+                rules=[*((ep.path, ep.scope) for ep in ENDPOINTS), *MCP_RULES],
+                trusted_proxies=settings.trusted_proxies,
+            ),
+        ],
         exception_handlers={HTTPException: _http_error},
         lifespan=lifespan,
     )
     app.state.settings = settings
     app.state.intel = intel
+    app.state.limiter = limiter  # None when IPINTEL_RATE_LIMITS=off; MCP tools/call spends tokens through it
     document = build_document(ENDPOINTS, ops.OPS_PATHS)
     document["components"]["schemas"].setdefault(
         "health", {k: v for k, v in load_schema("health").items() if not k.startswith("$")}

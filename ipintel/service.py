@@ -10,11 +10,13 @@ adapters over its methods, so both share one behaviour and one set of caches.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from ipintel import addresses
 from ipintel.capabilities import cidr, geoip
 from ipintel.capabilities.asn import AsnSource, MmdbAsnSource, NoAsnSource
+from ipintel.infra import cache
 from ipintel.infra.mmdb import GeoDatabases
 from ipintel.infra.stats import UpstreamStats
 from ipintel.infra.upstream import HttpClient
@@ -34,6 +36,7 @@ class Intel:
         http: HttpClient,
         asn_source: AsnSource,
         timezones: geoip.TimeZones,
+        caches: dict[str, cache.Cache] | None = None,
     ) -> None:
         self.settings = settings
         self.databases = databases
@@ -41,9 +44,13 @@ class Intel:
         self.asn_source = asn_source
         self.timezones = timezones
         self.upstream_stats = http.stats
+        # One cache per endpoint family (SPEC 4), shared by REST and MCP; /metrics reads cache.stats(caches).
+        self.caches = caches if caches is not None else cache.new_caches(settings.cache_max_entries)
+        self._geo_generation = 0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Intel:
+    def from_settings(cls, settings: Settings, *, clock: cache.Clock = time.monotonic) -> Intel:
+        """``clock`` (monotonic seconds) drives cache lifetimes; tests pass a fake one."""
         databases = GeoDatabases(
             settings.city_db_path,
             asn=settings.geoip_asn_db,
@@ -59,6 +66,7 @@ class Intel:
             http=HttpClient(timeout=settings.upstream_timeout, stats=stats),
             asn_source=asn_source,
             timezones=geoip.TimeZones(),
+            caches=cache.new_caches(settings.cache_max_entries, clock=clock),
         )
 
     # Lifecycle ---------------------------------------------------------------
@@ -92,7 +100,38 @@ class Intel:
     async def lookup_ip(self, ip: str) -> dict[str, Any]:
         """GeoIP record (SPEC 3.1) of a public address given as text."""
         address = addresses.parse_public_ip(ip)
-        return await geoip.lookup(address, city_db=self.databases.city, asn=self.asn_source, timezones=self.timezones)
+        return await self._geoip(address, ttl=cache.GEOIP_TTL)
+
+    async def lookup_own_ip(self, ip: str) -> dict[str, Any]:
+        """GeoIP record of the caller's own address (``/ip``, ``lookup_ip`` without ``ip``).
+
+        SPEC 4 gives ``/ip`` no cache: it reads an entry ``/ip/:ip`` left and
+        joins a load under way, but never stores one, because callers' own
+        addresses are many and each is asked about rarely; storing them would
+        evict the entries that ``/ip/:ip`` callers reuse. A miss costs one
+        ``.mmdb`` read."""
+        address = addresses.parse_public_ip(ip)
+        return await self._geoip(address, ttl=None)
+
+    async def _geoip(self, address: addresses.IPAddress, *, ttl: float | None) -> dict[str, Any]:
+        async def load() -> dict[str, Any]:
+            return await geoip.lookup(
+                address, city_db=self.databases.city, asn=self.asn_source, timezones=self.timezones
+            )
+
+        return await self.caches["geoip"].get_or_load(self._geo_key("ip", address), load, ttl=ttl)
+
+    def _geo_key(self, namespace: str, address: addresses.IPAddress) -> tuple[str, str, int]:
+        """Key in the GeoIP cache (``ip`` records and ``vpn`` verdicts share it, SPEC 4).
+
+        It carries the databases' generation, and the cache is emptied when that
+        changes: after a ``.mmdb`` reload no answer from the old files is served,
+        not even one whose load was under way during the reload."""
+        generation = self.databases.generation
+        if generation != self._geo_generation:
+            self._geo_generation = generation
+            self.caches["geoip"].clear()
+        return (namespace, str(address), generation)
 
     async def calculate_cidr(self, range_: str) -> dict[str, Any]:
         """CIDR arithmetic (SPEC 3.6); never cached, it is cheaper than a cache lookup."""

@@ -13,11 +13,18 @@ from ipintel.web.client import client_address
 
 
 async def own_address(request: Request, intel: Intel) -> dict[str, Any]:
-    peer = request.client.host if request.client else None
-    ip = client_address(peer, request.headers, intel.settings.trusted_proxies)
+    # The rate-limit middleware resolved the caller (SPEC 6.3) and keyed its
+    # bucket by it; use that same address. Without the middleware, resolve it here.
+    state = request.scope.get("state", {})
+    if "client_ip" in state:
+        ip = state["client_ip"]
+    else:
+        peer = request.client.host if request.client else None
+        resolved = client_address(peer, request.headers, intel.settings.trusted_proxies)
+        ip = str(resolved) if resolved is not None else None
     if ip is None:
         raise ApiError("invalid_ip", "the caller's address is unknown")
-    return await intel.lookup_ip(str(ip))
+    return await intel.lookup_own_ip(ip)
 
 
 async def given_address(request: Request, intel: Intel) -> dict[str, Any]:

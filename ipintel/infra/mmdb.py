@@ -37,6 +37,9 @@ class MmdbFile:
         self._opened: _Opened | None = None
         self._lock = threading.Lock()
         self.last_error: str | None = None
+        # Bumped by every successful (re)load: caches of answers derived from
+        # this file key on it, so a reload never serves a stale answer.
+        self.generation = 0
 
     @property
     def loaded(self) -> bool:
@@ -54,6 +57,7 @@ class MmdbFile:
                 return False
             old, self._opened = self._opened, _Opened(reader, stat.st_mtime_ns, stat.st_size)
             self.last_error = None
+            self.generation += 1
         log.info(
             "opened %s database %s (%s, built %s)",
             self.kind,
@@ -119,6 +123,11 @@ class GeoDatabases:
         self.asn = MmdbFile(asn, kind="asn") if asn else None
         self.anonymous = MmdbFile(anonymous, kind="anonymous") if anonymous else None
         self.connection = MmdbFile(connection, kind="connection") if connection else None
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever any of the files is (re)loaded."""
+        return sum(db.generation for db in self.all())
 
     def all(self) -> list[MmdbFile]:
         return [db for db in (self.city, self.asn, self.anonymous, self.connection) if db is not None]

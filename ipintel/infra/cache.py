@@ -1,0 +1,247 @@
+"""In-process TTL caches with per-entry lifetimes and single flight (SPEC 4).
+
+One :class:`Cache` per endpoint family (``geoip``, ``whois``, ``blacklist``,
+``dns``), all created by :func:`new_caches` and owned by
+:class:`~ipintel.service.Intel`, so the REST routes and the MCP tools share
+them. Each cache is a cachetools ``TLRUCache``: bounded in entries (least
+recently used evicted first) and with a lifetime chosen per entry, because
+the right lifetime often depends on the answer (a DNS answer lives no longer
+than its records' TTL; a blacklist verdict with an unavailable source is not
+cached at all).
+
+Single flight: while a key is being loaded, further callers for the same key
+wait for that one load instead of starting their own, so a burst of identical
+requests costs one upstream call. The load runs as its own task, shielded
+from the callers: a caller that gives up (client disconnect, timeout) does
+not cancel the load the others wait for. A failure reaches every waiter and
+is not cached, unless ``error_ttl`` says so (NXDOMAIN, RDAP 404).
+
+Cached values are shared between callers: treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from typing import Any, TypeVar
+
+from cachetools import TLRUCache
+
+from ipintel.errors import ApiError
+
+V = TypeVar("V")
+Clock = Callable[[], float]
+Lifetime = float | Callable[[Any], float | None] | None
+ErrorLifetime = Callable[[ApiError], float | None] | None
+
+# Lifetimes of SPEC 4 (Variant B), in seconds.
+MINUTE = 60.0
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
+GEOIP_TTL = DAY  # /ip/:ip and /ip/:ip/vpn
+WHOIS_TTL = 7 * DAY  # /whois/:ip
+BLACKLIST_TTL = HOUR  # /blacklist/:ip, definitive verdicts only
+DNS_MAX_TTL = 5 * MINUTE  # /dns/...: and never past the records' own TTL
+NEGATIVE_TTL = 5 * MINUTE  # NXDOMAIN and RDAP 404, cached as errors
+
+# The caches Intel owns; the names are also the ``cache`` label in /metrics.
+CACHE_NAMES = ("geoip", "whois", "blacklist", "dns")
+
+# Errors that say "there is nothing there" rather than "something failed":
+# asking again within minutes gives the same answer, so they are cached.
+NEGATIVE_ERRORS = frozenset({"domain_not_found", "registration_not_found"})
+
+
+class _Entry:
+    """What a cache slot holds: a value, or an error to re-raise, and its expiry."""
+
+    __slots__ = ("error", "expires", "value")
+
+    def __init__(self, value: Any, error: ApiError | None, expires: float) -> None:
+        self.value = value
+        self.error = error
+        self.expires = expires
+
+
+def _expiry(key: Hashable, entry: _Entry, now: float) -> float:
+    return entry.expires
+
+
+class _CountingTLRU(TLRUCache):
+    """TLRUCache that counts the entries pushed out for room (not those that expired)."""
+
+    def __init__(self, maxsize: int, timer: Clock) -> None:
+        super().__init__(maxsize, _expiry, timer=timer)
+        self.evictions = 0
+
+    def popitem(self) -> tuple[Any, Any]:
+        item = super().popitem()
+        self.evictions += 1
+        return item
+
+
+class Cache:
+    """A bounded TTL cache with single flight; see the module docstring."""
+
+    def __init__(self, name: str, *, max_entries: int, clock: Clock = time.monotonic) -> None:
+        if max_entries < 1:
+            raise ValueError("a cache needs room for at least one entry")
+        self.name = name
+        self.clock = clock
+        self._entries = _CountingTLRU(max_entries, clock)
+        # At most one entry per key being loaded right now: bounded by the
+        # number of requests in flight, and emptied as each load finishes.
+        self._loading: dict[Hashable, asyncio.Task[Any]] = {}
+        self.hits = 0
+        self.misses = 0
+        self.coalesced = 0
+
+    async def get_or_load(
+        self,
+        key: Hashable,
+        load: Callable[[], Awaitable[V]],
+        *,
+        ttl: Lifetime,
+        error_ttl: ErrorLifetime = None,
+    ) -> V:
+        """The cached value for ``key``, or the result of ``load()``, stored for ``ttl``.
+
+        ``ttl``: seconds, or a function of the result giving seconds, or
+        ``None`` (or a result of ``None`` / ``<= 0``) not to store the
+        result. ``error_ttl``: a function of an :class:`ApiError` raised by
+        ``load`` giving how long to cache that error (``None``: do not). A
+        cached error is raised again, as a fresh exception, on every hit.
+        """
+        try:
+            entry: _Entry = self._entries[key]
+        except KeyError:
+            pass
+        else:
+            self.hits += 1
+            if entry.error is not None:
+                raise _fresh(entry.error)
+            return entry.value  # type: ignore[no-any-return]
+
+        task = self._loading.get(key)
+        if task is None:
+            self.misses += 1
+            task = asyncio.ensure_future(self._load(key, load, ttl, error_ttl))
+            self._loading[key] = task
+            task.add_done_callback(lambda done: self._finished(key, done))
+        else:
+            self.coalesced += 1  # joins the load under way: no upstream call of its own
+        # shield: cancelling this caller must not cancel the load others share.
+        return await asyncio.shield(task)  # type: ignore[no-any-return]
+
+    async def _load(
+        self, key: Hashable, load: Callable[[], Awaitable[Any]], ttl: Lifetime, error_ttl: ErrorLifetime
+    ) -> Any:
+        try:
+            value = await load()
+        except ApiError as error:
+            seconds = error_ttl(error) if error_ttl is not None else None
+            if seconds is not None and seconds > 0:
+                self._store(key, _Entry(None, _fresh(error), self.clock() + seconds))
+            raise
+        seconds = ttl(value) if callable(ttl) else ttl
+        if seconds is not None and seconds > 0:
+            self._store(key, _Entry(value, None, self.clock() + seconds))
+        return value
+
+    def _store(self, key: Hashable, entry: _Entry) -> None:
+        self._entries[key] = entry
+
+    def _finished(self, key: Hashable, task: asyncio.Task[Any]) -> None:
+        if self._loading.get(key) is task:
+            del self._loading[key]
+        # Mark the outcome as seen: when every waiter was cancelled nobody
+        # else retrieves it, and asyncio would log "exception never retrieved".
+        if not task.cancelled():
+            task.exception()
+
+    def peek(self, key: Hashable) -> Any:
+        """The cached value, or ``None``; for tests and diagnostics, counts nothing."""
+        entry = self._entries.get(key)
+        return entry.value if entry is not None else None
+
+    def clear(self) -> None:
+        """Forget every entry (e.g. after a database reload); loads under way still finish."""
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    @property
+    def evictions(self) -> int:
+        return self._entries.evictions
+
+    def stats(self) -> dict[str, int]:
+        """Counters for /metrics: ``hits`` (answered from the cache), ``misses``
+        (loads started), ``coalesced`` (callers that joined a load under way
+        instead of starting one), ``evictions`` (entries pushed out for room),
+        and the gauges ``entries``, ``max_entries``, ``loading``."""
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "coalesced": self.coalesced,
+            "evictions": self.evictions,
+            "entries": len(self._entries),
+            "max_entries": int(self._entries.maxsize),
+            "loading": len(self._loading),
+        }
+
+
+def _fresh(error: ApiError) -> ApiError:
+    """A new exception with the same code, message and headers: re-raising one
+    stored instance would grow its traceback on every hit."""
+    return ApiError(error.code, error.message, headers=dict(error.headers))
+
+
+def new_caches(max_entries: int, *, clock: Clock = time.monotonic) -> dict[str, Cache]:
+    """The caches :class:`~ipintel.service.Intel` owns, one per name in :data:`CACHE_NAMES`."""
+    return {name: Cache(name, max_entries=max_entries, clock=clock) for name in CACHE_NAMES}
+
+
+def stats(caches: Mapping[str, Cache]) -> dict[str, dict[str, int]]:
+    """Every cache's counters by name, for /metrics."""
+    return {name: cache.stats() for name, cache in caches.items()}
+
+
+# Lifetime policies: how long one answer may be kept -------------------------
+
+
+def negative_error_ttl(error: ApiError) -> float | None:
+    """NXDOMAIN (``domain_not_found``) and RDAP 404 (``registration_not_found``)
+    are cached 5 minutes; every other error not at all (SPEC 4)."""
+    return NEGATIVE_TTL if error.code in NEGATIVE_ERRORS else None
+
+
+def dns_ttl(result: Mapping[str, Any]) -> float | None:
+    """A DNS answer lives 5 minutes, never longer than its shortest record TTL.
+
+    A record with TTL 0 means "do not cache" (RFC 1035), so neither do we.
+    An empty answer (no record of that type) has no TTL of its own here
+    (aiodns does not return the SOA minimum); it is kept 5 minutes like
+    NXDOMAIN, its sibling.
+    """
+    records = result.get("records") or []
+    ttls = [r["ttl"] for r in records if isinstance(r, Mapping) and isinstance(r.get("ttl"), int)]
+    if not ttls:
+        return DNS_MAX_TTL if not records else None
+    return min(DNS_MAX_TTL, float(min(ttls))) or None
+
+
+def blacklist_ttl(result: Mapping[str, Any]) -> float | None:
+    """A blacklist verdict is kept 1 hour only when it is definitive: every
+    source answered. With one source ``unavailable`` the next request should
+    ask again rather than repeat "unknown" for an hour."""
+    sources = result.get("sources")
+    if not isinstance(sources, list):
+        return None
+    if any(not isinstance(s, Mapping) or s.get("status") == "unavailable" for s in sources):
+        return None
+    return BLACKLIST_TTL
