@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import json
 import logging
 import sys
@@ -38,11 +40,69 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+class AccessLog:
+    """The per-request access line, written without the ``logging`` machinery.
+
+    An access line per request through ``logging`` costs about 25 µs
+    (record creation, handler lock, formatter, a flush per line), a tenth of
+    a whole request on the hot path. This writer formats one small dict and
+    buffers the lines, flushing at most every ``interval`` seconds and at
+    shutdown, so a busy server makes one write system call per batch.
+    """
+
+    def __init__(self, fmt: str = "json", stream: Any = None, interval: float = 0.2) -> None:
+        self.fmt = fmt
+        self.stream = stream
+        self.interval = interval
+        self.enabled = False  # until configure(): library users and tests get no stray output
+        self._lines: list[str] = []
+        self._handle: Any = None
+
+    def write(self, entry: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+        if self.fmt == "json":
+            line = json.dumps(
+                {"time": stamp, "level": "info", "logger": "ipintel.access", "message": "request", **entry}
+            )
+        else:
+            line = f"{stamp[11:19]} INFO    ipintel.access: " + " ".join(f"{k}={v}" for k, v in entry.items())
+        self._lines.append(line)
+        if self._handle is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.flush()
+                return
+            self._handle = loop.call_later(self.interval, self.flush)
+
+    def flush(self) -> None:
+        self._handle = None
+        if self._lines:
+            lines, self._lines = self._lines, []
+            stream = self.stream or sys.stderr
+            try:
+                stream.write("\n".join(lines) + "\n")
+                stream.flush()
+            except (OSError, ValueError):  # a closed stream at exit: nothing left to tell
+                pass
+
+
+access_log = AccessLog()
+
+
 def configure(fmt: str = "json", level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    access_log.fmt = fmt
+    access_log.enabled = logging.getLogger("ipintel.access").isEnabledFor(logging.INFO)
     for noisy in ("hypercorn.access",):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+atexit.register(access_log.flush)

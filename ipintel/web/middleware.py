@@ -14,7 +14,8 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-log = logging.getLogger("ipintel.access")
+from ipintel.logs import access_log
+
 errors_log = logging.getLogger("ipintel.error")
 
 _SANE_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
@@ -80,17 +81,16 @@ class RequestContextMiddleware:
                 )
                 await send({"type": "http.response.body", "body": _INTERNAL})
         finally:
-            if log.isEnabledFor(logging.INFO):
+            if access_log.enabled:
                 route = scope.get("route")
                 client = scope.get("client")
-                log.info(
-                    "request",
-                    extra={
+                access_log.write(
+                    {
                         "request_id": request_id,
                         "method": scope.get("method"),
                         "route": getattr(route, "path", None) or "unmatched",
                         "status": status,
                         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
                         "client": scope.get("state", {}).get("client_ip") or (client[0] if client else None),
-                    },
+                    }
                 )

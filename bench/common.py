@@ -1,0 +1,166 @@
+"""Shared benchmark machinery: real server processes on loopback and a load generator.
+
+Load comes from ``wrk`` (a C load generator, installed by ``make bench`` from
+Debian's packages when missing) so that the client costs as little CPU as
+possible on a 2-core machine; without it a bounded aiohttp client is used and
+the report says so. Every run is bounded in time and talks only to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "bench" / ".work"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def city_db() -> Path:
+    """The real default database when present, else a fixture written now."""
+    real = ROOT / "data" / "dbip-city-lite.mmdb"
+    if real.exists():
+        return real
+    from tests.support.mmdb import write_city_db
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    return write_city_db(WORK / "city.mmdb")
+
+
+def _wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("server did not start")
+
+
+@contextlib.contextmanager
+def server(cmd: list[str], env: dict[str, str] | None = None) -> Iterator[int]:
+    """Run a server command (``{port}`` in it is replaced) and yield its port."""
+    port = free_port()
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("IPINTEL_")}
+    full_env.update(env or {})
+    full_env["IPINTEL_PORT"] = str(port)
+    full_env["IPINTEL_HOST"] = "127.0.0.1"
+    proc = subprocess.Popen(
+        [c.replace("{port}", str(port)) for c in cmd],
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_ready(port, proc)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def ipintel_server(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[int]:
+    base = {
+        "IPINTEL_GEOIP_CITY_DB": str(city_db()),
+        "IPINTEL_LOG_FORMAT": "json",
+        "IPINTEL_FEEDS": "off",
+        "IPINTEL_DNS_SERVERS": "127.0.0.1:9",
+        "IPINTEL_DNS_TIMEOUT": "0.2",
+        "IPINTEL_RATE_LIMITS": "general=1000000,dns=1000000,registry=1000000",
+    }
+    base.update(env or {})
+    return server([sys.executable, "-m", "ipintel"], base)
+
+
+def bare_server() -> contextlib.AbstractContextManager[int]:
+    return server([sys.executable, str(ROOT / "bench" / "bare_app.py")])
+
+
+@dataclass(frozen=True)
+class Load:
+    requests_per_second: float
+    p50_ms: float | None
+    p99_ms: float | None
+    errors: int
+    tool: str
+
+
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def _ms(text: str) -> float:
+    match = re.match(r"([\d.]+)(us|ms|s)", text)
+    if not match:
+        raise ValueError(text)
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def load(url: str, *, seconds: float = 5.0, connections: int = 32, rate: int | None = None) -> Load:
+    """Closed-loop load for a fixed time (or a fixed rate with wrk2-style -R when given)."""
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        return asyncio.run(_python_load(url, seconds, connections))
+    cmd = [wrk, "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", url]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = re.search(r"^\s+50%\s+(\S+)", out, re.M)
+    p99 = re.search(r"^\s+99%\s+(\S+)", out, re.M)
+    errors = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    n_errors = int(errors.group(1)) if errors else 0
+    if socket_errors:
+        n_errors += sum(int(g) for g in socket_errors.groups())
+    return Load(rps, _ms(p50.group(1)) if p50 else None, _ms(p99.group(1)) if p99 else None, n_errors, "wrk")
+
+
+async def _python_load(url: str, seconds: float, connections: int) -> Load:
+    import aiohttp
+
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal errors
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            async with session.get(url) as response:
+                await response.read()
+                if response.status >= 400:
+                    errors += 1
+            latencies.append(time.perf_counter() - started)
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections)) as session:
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(session) for _ in range(connections)))
+        elapsed = time.perf_counter() - started
+    latencies.sort()
+    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000  # noqa: E731
+    return Load(len(latencies) / elapsed, pick(0.5), pick(0.99), errors, "aiohttp")
+
+
+def row(figure: str, value: str, target: str, ok: bool | None) -> dict[str, object]:
+    return {"figure": figure, "value": value, "target": target, "ok": ok}
