@@ -43,6 +43,7 @@ fmt: $(DEV_STAMP)
 
 ## bench: throughput and latency figures, ratios against a bare handler
 bench: $(DEV_STAMP)
+	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && (apt-get install -y -qq wrk >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null 2>&1)) || echo "wrk unavailable: using the slower aiohttp load generator"; }
 	$(PY) bench/run.py
 
 clean:
