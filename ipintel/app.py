@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from ipintel.api import cidr as cidr_api
 from ipintel.api import geoip as geoip_api
 from ipintel.api import ops
+from ipintel.api import whois as whois_api
 from ipintel.api.rest import Endpoint
 from ipintel.openapi import build_document, load_schema
 from ipintel.service import Intel
@@ -39,6 +40,7 @@ log = logging.getLogger("ipintel")
 # Every REST endpoint of the service, in the order the OpenAPI document lists them.
 ENDPOINTS: list[Endpoint] = [
     *geoip_api.ENDPOINTS,
+    *whois_api.ENDPOINTS,
     *cidr_api.ENDPOINTS,
 ]
 
@@ -87,6 +89,9 @@ def create_app(
         exception_handlers={HTTPException: _http_error},
         lifespan=lifespan,
     )
+    # A trailing slash is a 404 with a JSON body, not a bodiless 307: every
+    # response is JSON (SPEC 1), and an API client should not chase redirects.
+    app.router.redirect_slashes = False
     app.state.settings = settings
     app.state.intel = intel
     app.state.limiter = limiter  # None when IPINTEL_RATE_LIMITS=off; MCP tools/call spends tokens through it

@@ -126,3 +126,10 @@ def test_real_server_end_to_end(city_db) -> None:  # type: ignore[no-untyped-def
     access = [line for line in lines if line.get("request_id") == "e2e-1"]
     assert access and access[0]["route"] == "/ip/{ip}" and access[0]["status"] == 200
     assert all("8.8.8.8" not in json.dumps(line) for line in access), "the looked-up address must not be logged"
+
+
+async def test_trailing_slash_is_json_404_not_a_redirect(settings: Settings) -> None:
+    async with running_app(settings) as client:
+        response = await client.get("/ip/8.8.8.8/")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
