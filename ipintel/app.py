@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 
 from ipintel.api import cidr as cidr_api
 from ipintel.api import geoip as geoip_api
+from ipintel.api import mcp as mcp_api
 from ipintel.api import ops
 from ipintel.api import whois as whois_api
 from ipintel.api.rest import Endpoint
@@ -74,7 +75,7 @@ def create_app(
         finally:
             await intel.close()
 
-    routes = [*(ep.route() for ep in ENDPOINTS), *ops.routes()]
+    routes = [*(ep.route() for ep in ENDPOINTS), *ops.routes(), *mcp_api.routes(intel, settings)]
     app = Starlette(
         routes=routes,
         middleware=[
@@ -95,7 +96,8 @@ def create_app(
     app.state.settings = settings
     app.state.intel = intel
     app.state.limiter = limiter  # None when IPINTEL_RATE_LIMITS=off; MCP tools/call spends tokens through it
-    document = build_document(ENDPOINTS, ops.OPS_PATHS)
+    document = build_document(ENDPOINTS, {**ops.OPS_PATHS, **mcp_api.OPENAPI_PATHS})
+    document["components"]["schemas"].update(mcp_api.openapi_components())
     document["components"]["schemas"].setdefault(
         "health", {k: v for k, v in load_schema("health").items() if not k.startswith("$")}
     )

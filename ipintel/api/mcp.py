@@ -1,0 +1,342 @@
+"""``POST /mcp``: the MCP tool endpoint over HTTP (SPEC 8), hand-written on Starlette.
+
+Streamable HTTP without sessions: every POST carries JSON-RPC messages and
+gets its answer in the response body, as one JSON document (or, for a client
+that accepts only ``text/event-stream``, as one SSE event). No
+``Mcp-Session-Id`` is issued, so no state is kept between requests and any
+worker can answer any request.
+
+This module is the transport: origin and CORS rules, methods, media types,
+the body limit, JSON parsing and the rate-limit hook. The JSON-RPC rules live
+in :mod:`ipintel.api.mcp_protocol`, the tools in :mod:`ipintel.api.mcp_tools`.
+JSON-RPC errors travel with HTTP 200 (older SDK clients drop the connection on
+other statuses); only the transport refusals use 403, 405, 413 and 415, each
+with a JSON-RPC error body.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
+
+from ipintel.api.mcp_protocol import INTERNAL_ERROR, PARSE_ERROR, SERVER_ERROR, McpProtocol, error
+from ipintel.api.mcp_tools import CallContext, ToolSet
+from ipintel.errors import ApiError
+from ipintel.openapi import load_schema
+from ipintel.web.client import client_address
+
+if TYPE_CHECKING:
+    from ipintel.service import Intel
+    from ipintel.settings import Settings
+
+log = logging.getLogger("ipintel.mcp")
+
+PATHS = ("/mcp", "/mcp/")
+
+# Headers a browser client may send (preflight) and read (CORS). Mcp-Session-Id is
+# allowed although this server never issues one: clients that echo it must not fail.
+_ALLOW_HEADERS = (
+    "Content-Type, Accept, MCP-Protocol-Version, Mcp-Session-Id, Last-Event-ID, Authorization, X-Request-Id"
+)
+_EXPOSE_HEADERS = (
+    "Mcp-Session-Id, MCP-Protocol-Version, X-Request-Id, Retry-After, "
+    "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy"
+)
+
+
+class OriginPolicy:
+    """``IPINTEL_MCP_ALLOWED_ORIGINS``: exact origins, ``scheme://host:*`` (any port, or none), or ``*``.
+
+    Browsers send ``Origin``; a page on another site must not be able to drive
+    a server on localhost (DNS rebinding), so an unknown origin is refused.
+    Requests without ``Origin`` (every non-browser client) are allowed."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.any = False
+        self.exact: set[str] = set()
+        self.any_port: set[str] = set()
+        for pattern in (p.strip().lower().rstrip("/") for p in patterns):
+            if pattern == "*":
+                self.any = True
+            elif pattern.endswith(":*"):
+                self.any_port.add(pattern[:-2])
+            elif pattern:
+                self.exact.add(pattern)
+
+    _PORT = re.compile(r"^(.*):([0-9]{1,5})$")
+
+    def allows(self, origin: str) -> bool:
+        if self.any:
+            return True
+        origin = origin.strip().lower()
+        if origin in self.exact:
+            return True
+        match = self._PORT.match(origin)
+        base = match.group(1) if match and "//" in match.group(1) else origin
+        return base in self.any_port
+
+
+def _sse_only(accept: str) -> bool:
+    """Whether the client accepts ``text/event-stream`` but not JSON (lenient: anything else gets JSON)."""
+    accepted = set()
+    for part in accept.split(","):
+        media, _, parameters = part.partition(";")
+        if re.search(r"(?:^|;)\s*q\s*=\s*0(?:\.0*)?\s*(?:;|$)", parameters):
+            continue  # q=0: explicitly not acceptable
+        accepted.add(media.strip().lower())
+    if accepted & {"application/json", "application/*", "*/*"}:
+        return False
+    return "text/event-stream" in accepted
+
+
+def _json_media_type(content_type: str) -> bool:
+    return content_type.partition(";")[0].strip().lower() == "application/json"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _encode(answer: Any) -> bytes:
+    return json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+async def _read_limited(request: Request, limit: int) -> bytes | None:
+    """The body, or ``None`` as soon as it would exceed ``limit``: never more than the limit is buffered."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        if len(body) + len(chunk) > limit:
+            return None
+        body += chunk
+    return bytes(body)
+
+
+def _no_limit(scope: str) -> None:
+    return None
+
+
+class McpEndpoint:
+    """The ``/mcp`` handler of one app: the live tools, the origin policy, the body limit."""
+
+    def __init__(self, intel: Intel, settings: Settings) -> None:
+        self.protocol = McpProtocol(intel, ToolSet.for_intel(intel))
+        self.settings = settings
+        self.origins = OriginPolicy(settings.mcp_allowed_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """An ASGI app rather than a request function, so that Starlette routes every method here
+        (the 405 must carry a JSON-RPC body)."""
+        response = await self.handle(Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def handle(self, request: Request) -> Response:
+        cors: dict[str, str] = {"Vary": "Origin"}
+        origin = request.headers.get("origin")
+        if origin is not None:
+            if not self.origins.allows(origin):
+                return self._refusal(403, f"the origin {origin[:100]!r} is not allowed to use this server", cors)
+            cors.update({"Access-Control-Allow-Origin": origin, "Access-Control-Expose-Headers": _EXPOSE_HEADERS})
+        if request.method == "OPTIONS":
+            return Response(
+                status_code=204,
+                headers={
+                    **cors,
+                    "Access-Control-Allow-Methods": "POST, OPTIONS",
+                    "Access-Control-Allow-Headers": _ALLOW_HEADERS,
+                    "Access-Control-Max-Age": "600",
+                    "Allow": "POST, OPTIONS",
+                },
+            )
+        if request.method != "POST":
+            message = f"{request.method} is not supported: this server is stateless and answers POST only"
+            return self._refusal(405, message, {**cors, "Allow": "POST"})
+        try:
+            return await self._post(request, cors)
+        except Exception:
+            request_id = request.scope.get("state", {}).get("request_id")
+            log.exception("MCP request failed", extra={"request_id": request_id})
+            answer = error(None, INTERNAL_ERROR, "internal error; quote the request id when reporting it")
+            return Response(_encode(answer), media_type="application/json", headers=cors)
+
+    async def _post(self, request: Request, cors: dict[str, str]) -> Response:
+        content_type = request.headers.get("content-type", "")
+        if not _json_media_type(content_type):
+            shown = content_type[:60] or "none"
+            return self._refusal(415, f"the body must be application/json (Content-Type was {shown})", cors)
+        limit = self.settings.max_body_bytes
+        body = await _read_limited(request, limit)
+        if body is None:
+            return self._refusal(413, f"the body is over the limit of {limit} bytes", cors)
+        sse = _sse_only(request.headers.get("accept", ""))
+        try:
+            payload = json.loads(body, parse_constant=_reject_constant)
+        except RecursionError:
+            return self._reply(error(None, PARSE_ERROR, "the JSON is nested too deeply"), sse, cors)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an int of too many digits, NaN
+            detail = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+            return self._reply(error(None, PARSE_ERROR, f"the body is not valid JSON{detail}"), sse, cors)
+        answer = await self.protocol.answer(payload, self._context(request))
+        if answer is None:
+            return Response(status_code=202, headers=cors)
+        return self._reply(answer, sse, cors)
+
+    def _context(self, request: Request) -> CallContext:
+        state = request.scope.get("state", {})
+        caller = state.get("client_ip")
+        if caller is None:
+            peer = request.client.host if request.client else None
+            caller = client_address(peer, request.headers, self.settings.trusted_proxies)
+        caller_ip = str(caller) if caller is not None else None
+        return CallContext(caller_ip=caller_ip, spend=_spender(request, caller_ip), request_id=state.get("request_id"))
+
+    @staticmethod
+    def _reply(answer: Any, sse: bool, headers: dict[str, str]) -> Response:
+        if sse:
+            event = b"event: message\ndata: " + _encode(answer) + b"\n\n"
+            return Response(event, media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+        return Response(_encode(answer), media_type="application/json", headers=headers)
+
+    @staticmethod
+    def _refusal(status: int, message: str, headers: dict[str, str]) -> Response:
+        answer = error(None, SERVER_ERROR, message, {"httpStatus": status})
+        return Response(_encode(answer), status_code=status, media_type="application/json", headers=headers)
+
+
+def _spender(request: Request, caller_ip: str | None) -> Any:
+    """The tool-scope half of SPEC 5: each tools/call spends a token of its tool's scope.
+
+    The limiter (``app.state.limiter``) is absent or ``None`` when rate limits
+    are off; then a call spends nothing."""
+    limiter = getattr(request.app.state, "limiter", None)
+    if limiter is None:
+        return _no_limit
+    from ipintel.web.ratelimit import client_key
+
+    key = client_key(caller_ip) if caller_ip is not None else "unknown"
+
+    def spend(scope: str) -> None:
+        decision = limiter.take(key, scope)
+        if not decision.allowed:
+            wait = max(1, math.ceil(decision.retry_after or 1))
+            raise ApiError("rate_limited", f"the {scope} rate limit is spent; call again in {wait} s")
+
+    return spend
+
+
+def routes(intel: Intel, settings: Settings) -> list[BaseRoute]:
+    """``/mcp`` and ``/mcp/``, both answering (no redirect)."""
+    endpoint = McpEndpoint(intel, settings)
+    return [Route(path, endpoint, name=f"mcp{i}") for i, path in enumerate(PATHS)]
+
+
+# OpenAPI -------------------------------------------------------------------------
+
+_COMPONENTS = {
+    "McpRequest": "mcp/request",
+    "McpNotification": "mcp/notification",
+    "McpResponse": "mcp/response",
+    "McpBatch": "mcp/batch",
+}
+
+
+def openapi_components() -> dict[str, Any]:
+    """The envelope schemas, for ``components.schemas`` of the OpenAPI document."""
+    out = {}
+    for component, name in _COMPONENTS.items():
+        schema = dict(load_schema(name))
+        schema.pop("$schema", None)
+        schema.pop("$id", None)
+        out[component] = schema
+    return out
+
+
+def _rpc_error(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/McpResponse"}}},
+    }
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+OPENAPI_PATHS: dict[str, Any] = {
+    "/mcp": {
+        "post": {
+            "operationId": "mcp",
+            "summary": "MCP tool endpoint (JSON-RPC 2.0, Streamable HTTP without sessions)",
+            "description": (
+                "Model Context Protocol for AI clients: initialize, ping, tools/list and tools/call of lookup_ip, "
+                "whois_ip, lookup_dns, check_blacklist, detect_vpn and calculate_cidr, the same capabilities and "
+                "caches as the REST routes. Protocol versions 2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05. "
+                "Stateless: no Mcp-Session-Id; GET and DELETE answer 405. A body is one message or a batch of at "
+                "most 20. JSON-RPC errors (-32700, -32600, -32601, -32602, -32603) travel with HTTP 200. A client "
+                "that accepts only text/event-stream gets the answer as one SSE event. /mcp/ answers too. "
+                "A tools/call also spends a token of its tool's rate-limit scope (lookup_dns: dns; whois_ip and "
+                "check_blacklist: registry); a spent scope is an isError result with code rate_limited."
+            ),
+            "tags": ["mcp"],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "anyOf": [
+                                {"$ref": "#/components/schemas/McpRequest"},
+                                {"$ref": "#/components/schemas/McpNotification"},
+                                {"$ref": "#/components/schemas/McpResponse"},
+                                {"$ref": "#/components/schemas/McpBatch"},
+                            ]
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "200": {
+                    "description": "The answer: a JSON-RPC response, or an array of them for a batch",
+                    "headers": {
+                        name: {"$ref": f"#/components/headers/{name}"}
+                        for name in ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy")
+                    },
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "anyOf": [
+                                    {"$ref": "#/components/schemas/McpResponse"},
+                                    {"type": "array", "items": {"$ref": "#/components/schemas/McpResponse"}},
+                                ]
+                            }
+                        },
+                        "text/event-stream": {
+                            "schema": {"type": "string", "description": "one event: message, data: the JSON answer"}
+                        },
+                    },
+                },
+                "202": {"description": "Only notifications or responses were posted: nothing to answer, empty body"},
+                "403": _rpc_error("The Origin is not in IPINTEL_MCP_ALLOWED_ORIGINS (code -32000)"),
+                "405": _rpc_error(
+                    "Not POST (code -32000)", {"Allow": {"schema": {"type": "string"}, "description": "POST"}}
+                ),
+                "413": _rpc_error("The body is over IPINTEL_MAX_BODY_BYTES (code -32000)"),
+                "415": _rpc_error("The body is not application/json (code -32000)"),
+                "429": _rpc_error(
+                    "The general rate limit is spent (code -32000)",
+                    {"Retry-After": {"$ref": "#/components/headers/Retry-After"}},
+                ),
+            },
+            "x-rate-limit-scope": "general",
+        }
+    }
+}

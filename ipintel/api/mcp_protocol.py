@@ -1,0 +1,259 @@
+"""JSON-RPC 2.0 for the MCP endpoint (SPEC 8), independent of HTTP.
+
+:class:`McpProtocol` takes a parsed JSON body (one message or a batch) and
+returns what to answer: a response object, an array of them, or ``None`` when
+nothing is to be answered (only notifications and responses: HTTP 202).
+
+Each message is classified by its keys (``method`` and ``id``: a request;
+``method`` alone: a notification; ``result``/``error``: a response) and then
+validated against its envelope schema in ``schemas/mcp/``. The server is
+stateless and offers tools only, so every method works without a prior
+``initialize`` and one answer fits every protocol version it speaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from ipintel import __version__
+from ipintel.api.mcp_tools import TOOLS_BY_NAME, CallContext, ToolSet
+from ipintel.errors import ApiError
+from ipintel.openapi import load_schema
+
+if TYPE_CHECKING:
+    from ipintel.service import Intel
+
+log = logging.getLogger("ipintel.mcp")
+
+# JSON-RPC 2.0 error codes.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+SERVER_ERROR = -32000  # transport-level refusals (403, 405, 413, 415, 429)
+
+# Newest first. 2025-03-26 is the answer to a version we do not know: the
+# oldest revision with Streamable HTTP, which every current client speaks.
+SUPPORTED_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+FALLBACK_VERSION = "2025-03-26"
+
+MAX_BATCH: int = load_schema("mcp/batch")["maxItems"]
+
+Answer = dict[str, Any]
+
+
+def error(id_: str | int | None, code: int, message: str, data: Any = None) -> Answer:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        body["data"] = data
+    return {"jsonrpc": "2.0", "id": id_, "error": body}
+
+
+def result(id_: str | int, value: dict[str, Any]) -> Answer:
+    return {"jsonrpc": "2.0", "id": id_, "result": value}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def tool_success(data: dict[str, Any]) -> dict[str, Any]:
+    """SPEC 8: the REST data object as text for the model, and as structuredContent for programs."""
+    return {"content": [{"type": "text", "text": _dumps(data)}], "structuredContent": data, "isError": False}
+
+
+def tool_failure(failure: ApiError) -> dict[str, Any]:
+    """SPEC 8: a failure the model can read and correct, as the REST error object. No structuredContent:
+    clients validate structuredContent against outputSchema, which describes successes."""
+    return {"content": [{"type": "text", "text": _dumps(failure.to_dict())}], "isError": True}
+
+
+def _valid_id(value: Any) -> bool:
+    # JSON Schema counts 1.0 as an integer; JSON-RPC ids must not be fractional, so floats are refused here.
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _envelope_message(kind: str, failure: ValidationError) -> str:
+    """Say what is wrong with an envelope without echoing the client's values."""
+    member = str(failure.absolute_path[0]) if failure.absolute_path else None
+    if failure.validator == "required":
+        missing = [m for m in failure.validator_value if m not in failure.instance]
+        member = missing[0] if missing else member
+    if failure.validator == "additionalProperties":
+        extra = sorted(set(failure.instance) - set(failure.schema.get("properties", {})))
+        return f"unexpected member {', '.join(repr(m[:40]) for m in extra[:5])} in a JSON-RPC {kind}"
+    if member == "jsonrpc":
+        return 'a JSON-RPC 2.0 message needs "jsonrpc": "2.0"'
+    if member == "id":
+        return "the id must be a string or an integer (not null, a fraction, a boolean, an array or an object)"
+    if member == "method":
+        return "the method must be a non-empty string of at most 256 characters"
+    if member == "params":
+        return "params must be an object"
+    if member in ("result", "error"):
+        return f"a JSON-RPC response needs a well-formed {member}"
+    return f"not a valid JSON-RPC 2.0 {kind}"
+
+
+class _Envelope:
+    def __init__(self, name: str) -> None:
+        self.kind = name
+        self.validator = Draft202012Validator(load_schema(f"mcp/{name}"))
+
+    def problem(self, message: dict[str, Any]) -> str | None:
+        if self.validator.is_valid(message):
+            return None
+        failure = min(self.validator.iter_errors(message), key=lambda e: len(e.absolute_path))
+        if failure.validator == "oneOf" and failure.context:  # response.json: report the nearest branch
+            failure = min(failure.context, key=lambda e: (e.validator != "additionalProperties", -len(e.absolute_path)))
+        return _envelope_message(self.kind, failure)
+
+
+class McpProtocol:
+    """Answers JSON-RPC messages with the tools of one :class:`~ipintel.service.Intel`."""
+
+    def __init__(self, intel: Intel, tools: ToolSet) -> None:
+        self.intel = intel
+        self.tools = tools
+        self._request = _Envelope("request")
+        self._notification = _Envelope("notification")
+        self._response = _Envelope("response")
+        self._methods = {
+            "initialize": self._initialize,
+            "ping": self._ping,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+        }
+        self.instructions = (
+            "IP intelligence tools: "
+            + ("; ".join(f"{tool.name} ({tool.title})" for tool in tools.tools) or "none yet")
+            + ". Every tool is read-only and answers with the same JSON as the ipintel REST API; unknown values "
+            'are null. A failure is a result with isError true and {"error": {"code", "message"}}: fix the '
+            "argument the message names and call again."
+        )
+
+    async def answer(self, payload: Any, context: CallContext) -> Answer | list[Answer] | None:
+        """The answer to a parsed body: an object, an array (batch), or None (nothing to answer: 202)."""
+        if isinstance(payload, list):
+            if not payload:
+                return error(None, INVALID_REQUEST, "an empty batch is not a valid JSON-RPC request")
+            if len(payload) > MAX_BATCH:
+                return error(
+                    None,
+                    INVALID_REQUEST,
+                    f"a batch holds at most {MAX_BATCH} messages, this one has {len(payload)}: "
+                    "split it into several requests",
+                )
+            answers = await asyncio.gather(*(self.answer_message(message, context) for message in payload))
+            batch = [answer for answer in answers if answer is not None]
+            return batch or None
+        return await self.answer_message(payload, context)
+
+    async def answer_message(self, message: Any, context: CallContext) -> Answer | None:
+        """One message's answer; never raises (a bug becomes -32603, logged with the request id)."""
+        try:
+            return await self._answer_message(message, context)
+        except RecursionError:
+            return error(None, INVALID_REQUEST, "the message is nested too deeply")
+        except Exception:
+            log.exception("MCP message failed", extra={"request_id": context.request_id})
+            id_ = message.get("id") if isinstance(message, dict) else None
+            return error(
+                id_ if _valid_id(id_) else None,
+                INTERNAL_ERROR,
+                "internal error; quote the request id when reporting it",
+                {"requestId": context.request_id} if context.request_id else None,
+            )
+
+    async def _answer_message(self, message: Any, context: CallContext) -> Answer | None:
+        if not isinstance(message, dict):
+            return error(None, INVALID_REQUEST, "a JSON-RPC message is an object (or a batch: an array of objects)")
+        if "method" in message:
+            if "id" not in message:
+                problem = self._notification.problem(message)
+                # A notification is never answered, except that a malformed one is an Invalid Request (JSON-RPC 5.1).
+                return error(None, INVALID_REQUEST, problem) if problem else None
+            id_ = message["id"]
+            problem = (
+                "the id must be a string or an integer (not null, a fraction, a boolean, an array or an object)"
+                if not _valid_id(id_)
+                else self._request.problem(message)
+            )
+            if problem:
+                return error(id_ if _valid_id(id_) else None, INVALID_REQUEST, problem)
+            return await self._dispatch(id_, message["method"], message.get("params"), context)
+        if "result" in message or "error" in message:
+            # A client's answer to a server request: this server sends none, so there is nothing to do.
+            problem = self._response.problem(message)
+            return error(None, INVALID_REQUEST, problem) if problem else None
+        return error(None, INVALID_REQUEST, "not a JSON-RPC 2.0 message: it has neither a method nor a result or error")
+
+    async def _dispatch(self, id_: str | int, method: str, params: Any, context: CallContext) -> Answer:
+        handler = self._methods.get(method)
+        if handler is None:
+            return error(
+                id_,
+                METHOD_NOT_FOUND,
+                f"method {method!r} is not offered; this server offers {', '.join(self._methods)}",
+            )
+        if params is not None and not isinstance(params, dict):
+            return error(id_, INVALID_PARAMS, f"the params of {method} must be an object")
+        outcome = await handler(params or {}, context)
+        if isinstance(outcome, _ParamsError):
+            return error(id_, INVALID_PARAMS, outcome.message)
+        return result(id_, outcome)
+
+    # Methods -------------------------------------------------------------------
+
+    async def _initialize(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        asked = params.get("protocolVersion")
+        version = asked if asked in SUPPORTED_VERSIONS else FALLBACK_VERSION
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": "ipintel", "title": "ipintel IP intelligence", "version": __version__},
+            "instructions": self.instructions,
+        }
+
+    async def _ping(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        return {}
+
+    async def _tools_list(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        return {"tools": self.tools.listing}  # one page: a cursor, if sent, changes nothing
+
+    async def _tools_call(self, params: dict[str, Any], context: CallContext) -> dict[str, Any] | _ParamsError:
+        name = params.get("name")
+        if not isinstance(name, str) or not name:
+            return _ParamsError("tools/call needs params.name, the name of a tool from tools/list")
+        tool = self.tools.by_name.get(name)
+        if tool is None:
+            live = ", ".join(self.tools.by_name) or "none"
+            if name in TOOLS_BY_NAME:
+                return _ParamsError(f"the tool {name!r} is not available on this server yet; the tools are: {live}")
+            return _ParamsError(f"unknown tool {name[:64]!r}; the tools are: {live}")
+        arguments = params.get("arguments")
+        if arguments is None:  # absent, or null as some clients send for "no arguments"
+            arguments = {}
+        if not isinstance(arguments, dict):
+            return _ParamsError(f"the arguments of {name} must be an object, e.g. {{}}")
+        try:
+            data = await self.tools.call(self.intel, tool, arguments, context)
+        except ApiError as failure:
+            return tool_failure(failure)
+        return tool_success(data)
+
+
+class _ParamsError:
+    """A -32602 outcome of a method (kept apart from results without raising)."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message

@@ -1,0 +1,417 @@
+"""The MCP tools (SPEC 8): thin adapters from tool arguments to one ``Intel`` method each.
+
+A tool here is what ``tools/list`` shows a model (name, description,
+``inputSchema``, ``outputSchema``, annotations) plus a few lines that turn its
+arguments into the call of the same :class:`~ipintel.service.Intel` method the
+REST route calls, so both share behaviour, caches and errors.
+
+A tool is live when its capability is: :func:`available_tools` keeps the
+tools whose ``Intel`` methods exist and whose schema files are present, so a
+tool appears by itself when its capability lands, and never before.
+
+The schemas come from ``schemas/``: ``mcp/tools/<tool>.input.json`` for the
+arguments, the REST response schema of the tool's route for the output (one
+source for the OpenAPI document, the REST tests and the tools).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from ipintel.errors import ApiError
+from ipintel.openapi import SCHEMA_DIR, load_schema
+
+if TYPE_CHECKING:
+    from ipintel.service import Intel
+
+log = logging.getLogger("ipintel.mcp")
+
+# The rate-limit scope (SPEC 5) each tool spends besides the request's own "general" token.
+GENERAL, DNS, REGISTRY = "general", "dns", "registry"
+
+# Which error code a schema failure of an argument becomes: the code the REST
+# route would give for the same bad value, so a model sees one vocabulary.
+_CODE_BY_ARGUMENT = {
+    "ip": "invalid_ip",
+    "domain": "invalid_domain",
+    "type": "invalid_record_type",
+    "range": "invalid_range",
+}
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a tool call may need from the HTTP request that carried it."""
+
+    caller_ip: str | None  # SPEC 6.3, for lookup_ip without an address
+    spend: Callable[[str], None]  # takes a token of a rate-limit scope; raises ApiError("rate_limited")
+    request_id: str | None = None  # for logs
+
+
+Runner = Callable[["Intel", dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    title: str
+    description: str
+    requires: tuple[str, ...]  # Intel methods the tool calls: listed only when all exist
+    output: tuple[str, ...]  # REST schema file(s) of the result; several are alternatives (anyOf)
+    scope: str
+    run: Runner
+    open_world: bool = True
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # canonicalises arguments before checking
+
+    @property
+    def input_schema_name(self) -> str:
+        return f"mcp/tools/{self.name}.input"
+
+    def schema_files_present(self) -> bool:
+        names = (self.input_schema_name, *self.output)
+        return all((SCHEMA_DIR / f"{name}.json").is_file() for name in names)
+
+    def available_on(self, intel: Intel) -> bool:
+        return all(callable(getattr(intel, method, None)) for method in self.requires) and self.schema_files_present()
+
+
+# Adapters: each reads its arguments and calls one Intel method. -------------
+
+
+async def _lookup_ip(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+    ip = arguments.get("ip")
+    if ip is None:
+        if context.caller_ip is None:
+            raise ApiError("invalid_ip", "the caller's address is unknown; pass the argument 'ip'")
+        ip = context.caller_ip
+    return await intel.lookup_ip(ip)
+
+
+async def _whois_ip(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+    return await intel.whois_ip(arguments["ip"])  # type: ignore[attr-defined, no-any-return]
+
+
+def _upper_record_type(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Record types are case-insensitive (SPEC 2); the schema's enum lists the canonical spelling."""
+    if isinstance(arguments.get("type"), str):
+        return {**arguments, "type": arguments["type"].upper()}
+    return arguments
+
+
+async def _lookup_dns(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+    has_domain, has_ip = "domain" in arguments, "ip" in arguments
+    if has_domain == has_ip:
+        raise ApiError(
+            "invalid_request",
+            "lookup_dns takes exactly one of 'domain' (with an optional 'type') or 'ip', "
+            'e.g. {"domain": "example.com", "type": "MX"} or {"ip": "8.8.8.8"}',
+        )
+    if has_ip:
+        if "type" in arguments:
+            raise ApiError(
+                "invalid_request", "'type' goes with 'domain'; a reverse lookup with 'ip' always asks for PTR"
+            )
+        return await intel.reverse_dns(arguments["ip"])  # type: ignore[attr-defined, no-any-return]
+    return await intel.lookup_dns(arguments["domain"], type=arguments.get("type", "A"))  # type: ignore[attr-defined, no-any-return]
+
+
+async def _check_blacklist(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+    return await intel.check_blacklist(arguments["ip"])  # type: ignore[attr-defined, no-any-return]
+
+
+async def _detect_vpn(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+    return await intel.detect_vpn(arguments["ip"])  # type: ignore[attr-defined, no-any-return]
+
+
+async def _calculate_cidr(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+    return await intel.calculate_cidr(arguments["range"])
+
+
+# The six tools, in the fixed order of SPEC 8. ---------------------------------
+
+TOOLS: tuple[Tool, ...] = (
+    Tool(
+        name="lookup_ip",
+        title="GeoIP lookup",
+        description=(
+            "Geolocate an IP address and name the network that announces it. Returns ip (canonical form), "
+            "country (ISO 3166 code), region, city, latitude, longitude, timezone (IANA name), asn (e.g. "
+            '"AS15169"), isp, org and network (the matched database prefix); a field the data does not know is '
+            "null. Use it to find where an address is or which provider operates it. Argument: ip, an IPv4 or "
+            "IPv6 address; omit it to look up the caller's own public address. Private, loopback and other "
+            "non-public addresses give the error reserved_address. "
+            'Example: {"ip": "8.8.8.8"} returns {"country": "US", "city": "Mountain View", "asn": "AS15169", ...}.'
+        ),
+        requires=("lookup_ip",),
+        output=("geoip",),
+        scope=GENERAL,
+        run=_lookup_ip,
+    ),
+    Tool(
+        name="whois_ip",
+        title="Registration data (RDAP/WHOIS)",
+        description=(
+            "Registration record of an IP address from its regional internet registry over RDAP (the successor "
+            "of WHOIS). Returns the network's name and handle, startAddress and endAddress, country (as the "
+            "registry gives it, often null at ARIN), registrant (the organisation holding the block), registry "
+            "(ARIN, RIPE NCC, APNIC, LACNIC or AFRINIC) and events (registration, last changed) with ISO 8601 "
+            "dates. Use it to learn who an address block is assigned to and how large it is; use lookup_ip for "
+            "location. Argument: ip, a public IPv4 or IPv6 address. "
+            'Example: {"ip": "1.1.1.1"} returns {"registry": "APNIC", "startAddress": "1.1.1.0", ...}.'
+        ),
+        requires=("whois_ip",),
+        output=("whois",),
+        scope=REGISTRY,
+        run=_whois_ip,
+    ),
+    Tool(
+        name="lookup_dns",
+        title="DNS and reverse DNS",
+        description=(
+            "DNS records of a domain, or the reverse DNS (PTR) names of an IP address. Give exactly one of: "
+            "domain, with an optional type (A by default, AAAA, MX, TXT, NS or CNAME), which returns "
+            '{"records": [{"name", "type", "ttl", "data"}]}; or ip, which returns {"ip", "records": [...]} with '
+            'PTR records. MX data is "<preference> <exchange>"; a CNAME met on the way is its own record. An empty '
+            "records list means the name exists but has no record of that type; the error domain_not_found means "
+            "the name does not exist. Use it to check mail servers, verification TXT records, or what host name "
+            'an address has. Examples: {"domain": "example.com", "type": "MX"}; {"ip": "8.8.8.8"} returns a PTR '
+            'record with data "dns.google".'
+        ),
+        requires=("lookup_dns", "reverse_dns"),
+        output=("dns", "reverse"),
+        scope=DNS,
+        run=_lookup_dns,
+        prepare=_upper_record_type,
+    ),
+    Tool(
+        name="check_blacklist",
+        title="DNS blacklist check",
+        description=(
+            "Whether DNS blacklists (such as Spamhaus ZEN, SpamCop, PSBL, DroneBL) and an IP reputation database "
+            "list an IPv4 address. Returns status: listed (at least one source lists it), clear (every source "
+            "answered and none lists it) or unknown (no listing, but some source could not be asked); listed "
+            "(true only when status is listed); and sources, one entry per list with name, status "
+            "(listed/clear/unavailable), listed and an optional detail. Use it to judge whether an address is "
+            "known for spam or abuse. Argument: ip, a public IPv4 address (IPv6 gives the error "
+            'ipv6_not_supported). Example: {"ip": "185.220.101.1"}.'
+        ),
+        requires=("check_blacklist",),
+        output=("blacklist",),
+        scope=REGISTRY,
+        run=_check_blacklist,
+    ),
+    Tool(
+        name="detect_vpn",
+        title="VPN, proxy and hosting detection",
+        description=(
+            "Whether an IP address belongs to a VPN, a proxy or Tor exit, a hosting or cloud provider, or a mobile "
+            "network. Returns isVpn (the anonymisation verdict), isProxy, isTor, isHosting, isMobile, confidence "
+            '(high, medium or low; it is about isVpn) and reasons, the signals that fired (e.g. "tor-exit", '
+            '"cloud:aws", "asn-hosting:AS16509"). A datacenter address without a VPN signal is isHosting true, '
+            "isVpn false. Use it to tell whether traffic comes from an anonymising service or a server rather "
+            'than a home or mobile user. Argument: ip, a public IPv4 or IPv6 address. Example: {"ip": '
+            '"185.220.101.1"}.'
+        ),
+        requires=("detect_vpn",),
+        output=("vpn",),
+        scope=GENERAL,
+        run=_detect_vpn,
+    ),
+    Tool(
+        name="calculate_cidr",
+        title="CIDR calculator",
+        description=(
+            "Subnet arithmetic for an IPv4 or IPv6 range in CIDR notation, computed locally without any network "
+            "access. Returns network, broadcast, subnetMask, wildcardMask, prefixLength, totalHosts, usableHosts, "
+            "firstHost and lastHost. Host bits may be set (192.168.1.77/24 means 192.168.1.0/24); /31 has 2 usable "
+            "hosts (RFC 3021) and /32 one; for IPv6, broadcast and wildcardMask are null and every address is "
+            "usable. Use it for subnet sizes, masks and host ranges instead of computing them yourself. Argument: "
+            'range, e.g. "192.168.1.0/24" or "2001:db8::/48". Example: {"range": "192.168.1.0/24"} returns '
+            '{"network": "192.168.1.0", "broadcast": "192.168.1.255", "usableHosts": 254, ...}.'
+        ),
+        requires=("calculate_cidr",),
+        output=("cidr",),
+        scope=GENERAL,
+        run=_calculate_cidr,
+        open_world=False,
+    ),
+)
+
+TOOLS_BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
+
+
+def available_tools(intel: Intel) -> list[Tool]:
+    """The tools whose capability exists on ``intel``, in the fixed order of SPEC 8."""
+    live = []
+    for tool in TOOLS:
+        if tool.available_on(intel):
+            live.append(tool)
+        elif all(callable(getattr(intel, m, None)) for m in tool.requires):
+            log.warning("MCP tool %s is not listed: a schema file is missing (%s)", tool.name, tool.output)
+    return live
+
+
+# Schemas -----------------------------------------------------------------------
+
+
+def _without_ids(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A schema to embed in a tool: no ``$schema``/``$id``, so that clients which register schemas by id
+    (Ajv, used by the MCP Inspector) can compile it any number of times."""
+    embedded = copy.deepcopy(dict(schema))
+    embedded.pop("$schema", None)
+    embedded.pop("$id", None)
+    return embedded
+
+
+def _prefix_refs(node: Any, prefix: str) -> Any:
+    """Rewrite local ``#/$defs/x`` references to ``#/$defs/<prefix>x`` (for hoisting ``$defs``)."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
+                out[key] = "#/$defs/" + prefix + value[len("#/$defs/") :]
+            else:
+                out[key] = _prefix_refs(value, prefix)
+        return out
+    if isinstance(node, list):
+        return [_prefix_refs(item, prefix) for item in node]
+    return node
+
+
+def output_schema(names: tuple[str, ...]) -> dict[str, Any]:
+    """The ``outputSchema`` of a tool: one REST schema file, or ``anyOf`` several.
+
+    Alternatives are wrapped in ``{"type": "object", "anyOf": [...]}`` (MCP up to
+    2025-11-25 wants an object at the root). Each file's ``$defs`` are hoisted to
+    the root under a per-file prefix, so local references keep resolving once
+    the file is nested."""
+    if len(names) == 1:
+        return _without_ids(load_schema(names[0]))
+    branches: list[dict[str, Any]] = []
+    defs: dict[str, Any] = {}
+    for name in names:
+        branch = _without_ids(load_schema(name))
+        prefix = f"{name.replace('/', '_')}_"
+        branch = _prefix_refs(branch, prefix)
+        for key, value in branch.pop("$defs", {}).items():
+            defs[prefix + key] = value
+        branches.append(branch)
+    combined: dict[str, Any] = {"type": "object", "anyOf": branches}
+    if defs:
+        combined["$defs"] = defs
+    return combined
+
+
+def input_schema(tool: Tool) -> dict[str, Any]:
+    return _without_ids(load_schema(tool.input_schema_name))
+
+
+# Argument checking ---------------------------------------------------------------
+
+
+def _argument_error(tool: Tool, error: ValidationError, schema: dict[str, Any]) -> ApiError:
+    """A readable ``isError`` message for a schema failure, written without echoing the client's value
+    (which could be a megabyte long) and with the error code the REST route would use."""
+    allowed = ", ".join(schema.get("properties", {})) or "none"
+    if error.validator == "required":
+        missing = next((m for m in error.validator_value if m not in error.instance), "?")
+        example = schema["properties"].get(missing, {}).get("examples", [None])[0]
+        hint = f", e.g. {json.dumps(example)}" if example is not None else ""
+        return ApiError(
+            _CODE_BY_ARGUMENT.get(missing, "invalid_request"), f"{tool.name} needs the argument '{missing}'{hint}"
+        )
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(schema.get("properties", {})))
+        shown = ", ".join(repr(name[:40]) for name in extra[:5])
+        return ApiError("invalid_request", f"{tool.name} does not take {shown}; its arguments are: {allowed}")
+    argument = str(error.absolute_path[0]) if error.absolute_path else None
+    code = _CODE_BY_ARGUMENT.get(argument or "", "invalid_request")
+    if error.validator == "type":
+        return ApiError(
+            code, f"the argument '{argument}' must be a {error.validator_value}, not {_json_type(error.instance)}"
+        )
+    if error.validator == "enum":
+        choices = ", ".join(str(v) for v in error.validator_value)
+        return ApiError(code, f"the argument '{argument}' must be one of {choices}")
+    return ApiError(code, f"the argument '{argument}' does not match the tool's inputSchema ({error.validator})")
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "a string"
+
+
+@dataclass
+class ToolSet:
+    """The live tools of one app, with their schemas compiled once at app creation."""
+
+    tools: list[Tool]
+    listing: list[dict[str, Any]] = field(init=False)
+    by_name: dict[str, Tool] = field(init=False)
+    _validators: dict[str, Draft202012Validator] = field(init=False)
+    _inputs: dict[str, dict[str, Any]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._inputs = {tool.name: input_schema(tool) for tool in self.tools}
+        self._validators = {name: Draft202012Validator(schema) for name, schema in self._inputs.items()}
+        self.listing = [self._describe(tool) for tool in self.tools]
+        self.by_name = {tool.name: tool for tool in self.tools}
+
+    @classmethod
+    def for_intel(cls, intel: Intel) -> ToolSet:
+        return cls(available_tools(intel))
+
+    def _describe(self, tool: Tool) -> dict[str, Any]:
+        return {
+            "name": tool.name,
+            "title": tool.title,
+            "description": tool.description,
+            "inputSchema": self._inputs[tool.name],
+            "outputSchema": output_schema(tool.output),
+            "annotations": {
+                "title": tool.title,
+                "readOnlyHint": True,
+                "destructiveHint": False,
+                "idempotentHint": True,
+                "openWorldHint": tool.open_world,
+            },
+        }
+
+    def check_arguments(self, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments, canonicalised and valid against the tool's inputSchema; else ``ApiError``."""
+        if tool.prepare is not None:
+            arguments = tool.prepare(arguments)
+        validator = self._validators[tool.name]
+        if not validator.is_valid(arguments):
+            error = min(validator.iter_errors(arguments), key=_error_rank)
+            raise _argument_error(tool, error, self._inputs[tool.name])
+        return arguments
+
+    async def call(self, intel: Intel, tool: Tool, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        """Check the arguments, spend the tool's rate-limit token, run the one Intel call."""
+        arguments = self.check_arguments(tool, arguments)
+        context.spend(tool.scope)
+        return await tool.run(intel, arguments, context)
+
+
+def _error_rank(error: ValidationError) -> tuple[int, int]:
+    """Report the most useful failure first: unknown and missing arguments, then per-argument ones."""
+    order = {"additionalProperties": 0, "required": 1, "type": 2}
+    return (order.get(str(error.validator), 3), len(error.absolute_path))
