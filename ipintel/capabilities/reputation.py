@@ -76,7 +76,7 @@ async def stopforumspam(ip: ipaddress.IPv4Address, *, http: HttpClient, url: str
     if status != 200:
         return _unavailable(name, f"answered HTTP {status}{_error_text(body)}")
     if not isinstance(body, dict):
-        return _unavailable(name, "answered something other than a JSON object")
+        return _unavailable(name, "answered with a body that is not a JSON object")
     if body.get("success") != 1:
         return _unavailable(name, f"answered without success{_error_text(body)}")
     entry = body.get("ip")
