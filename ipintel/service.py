@@ -14,10 +14,11 @@ import time
 from typing import Any
 
 from ipintel import addresses
-from ipintel.capabilities import cidr, geoip
+from ipintel.capabilities import cidr, geoip, whois
 from ipintel.capabilities.asn import AsnSource, MmdbAsnSource, NoAsnSource
 from ipintel.infra import cache
 from ipintel.infra.mmdb import GeoDatabases
+from ipintel.infra.rdap_bootstrap import RdapBootstrap
 from ipintel.infra.stats import UpstreamStats
 from ipintel.infra.upstream import HttpClient
 from ipintel.settings import Settings
@@ -37,6 +38,7 @@ class Intel:
         asn_source: AsnSource,
         timezones: geoip.TimeZones,
         caches: dict[str, cache.Cache] | None = None,
+        rdap_bootstrap: RdapBootstrap | None = None,
     ) -> None:
         self.settings = settings
         self.databases = databases
@@ -44,6 +46,8 @@ class Intel:
         self.asn_source = asn_source
         self.timezones = timezones
         self.upstream_stats = http.stats
+        # The IANA RDAP bootstrap files, fetched on the first /whois and refreshed daily.
+        self.rdap_bootstrap = rdap_bootstrap or RdapBootstrap(settings.rdap_bootstrap_url, http)
         # One cache per endpoint family (SPEC 4), shared by REST and MCP; /metrics reads cache.stats(caches).
         self.caches = caches if caches is not None else cache.new_caches(settings.cache_max_entries)
         self._geo_generation = 0
@@ -132,6 +136,11 @@ class Intel:
             self._geo_generation = generation
             self.caches["geoip"].clear()
         return (namespace, str(address), generation)
+
+    async def whois_ip(self, ip: str) -> dict[str, Any]:
+        """Registry record (SPEC 3.3) of a public address, from its registry's RDAP service."""
+        address = addresses.parse_public_ip(ip)
+        return await whois.lookup(address, http=self.http, bootstrap=self.rdap_bootstrap)
 
     async def calculate_cidr(self, range_: str) -> dict[str, Any]:
         """CIDR arithmetic (SPEC 3.6); never cached, it is cheaper than a cache lookup."""

@@ -1,0 +1,35 @@
+"""REST adapter for registry records: ``GET /whois/{ip}`` (SPEC 3.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+
+from ipintel.api.rest import Endpoint, path_param
+from ipintel.service import Intel
+
+
+async def whois(request: Request, intel: Intel) -> dict[str, Any]:
+    return await intel.whois_ip(request.path_params["ip"])
+
+
+ENDPOINTS = [
+    Endpoint(
+        "/whois/{ip}",
+        whois,
+        operation_id="whoisIp",
+        summary="Registry (RDAP) record of an address",
+        description=(
+            "Network name, handle, registered range, country, registrant organisation, the RIR that answered "
+            "and the registry's events, from the RDAP server the IANA bootstrap names (redirects to the RIR "
+            "holding transferred space are followed). Non-global addresses answer 422 reserved_address. "
+            "Cached 7 days."
+        ),
+        schema="whois",
+        errors=("invalid_ip", "reserved_address", "registration_not_found", "upstream_error", "upstream_timeout"),
+        scope="registry",
+        parameters=(path_param("ip", "A public IPv4 or IPv6 address", "8.8.8.8"),),
+        tags=("whois",),
+    ),
+]

@@ -1,0 +1,352 @@
+"""Registry records over RDAP (RFC 9082/9083): ``GET /whois/:ip`` (SPEC 3.3).
+
+:func:`lookup` asks the IANA bootstrap which RDAP service is responsible for
+the address, queries ``<base>ip/<address>``, follows the registries'
+redirects (transferred space is answered by the RIR that holds it now) and
+maps the ``ip network`` object to our record. :func:`parse_network` is the
+pure part: it reads what each RIR actually sends, which differs in ways
+documented next to each rule below.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from yarl import URL
+
+from ipintel.addresses import IPAddress
+from ipintel.errors import ApiError, UpstreamError
+from ipintel.infra.rdap_bootstrap import RdapBootstrap
+from ipintel.infra.upstream import HttpClient, HttpResponse
+
+MAX_REDIRECTS = 5
+MAX_RDAP_BYTES = 2 * 1024 * 1024
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# RFC 9083 13: RDAP's media type; registries also send plain JSON.
+_JSON_TYPES = frozenset({"application/rdap+json", "application/json"})
+_ACCEPT = {"Accept": "application/rdap+json, application/json;q=0.9"}
+
+# The five RIRs, recognised by the domain of the RDAP host or of the port43
+# (whois) server: rdap.arin.net / whois.arin.net, rdap.db.ripe.net /
+# whois.ripe.net, rdap.apnic.net, rdap.lacnic.net, rdap.afrinic.net ...
+RIR_DOMAINS: dict[str, str] = {
+    "arin.net": "ARIN",
+    "ripe.net": "RIPE NCC",
+    "apnic.net": "APNIC",
+    "lacnic.net": "LACNIC",
+    "afrinic.net": "AFRINIC",
+}
+
+
+@dataclass(frozen=True)
+class RdapAnswer:
+    """The final ``ip network`` object and every URL asked on the way to it."""
+
+    document: dict[str, Any]
+    urls: tuple[str, ...]  # first: the bootstrap's server; last: the one that answered
+
+
+async def lookup(address: IPAddress, *, http: HttpClient, bootstrap: RdapBootstrap) -> dict[str, Any]:
+    """The registry record of a public ``address`` (already parsed and checked)."""
+    base = await bootstrap.base_url_for(address)
+    if base is None:
+        raise ApiError("registration_not_found", f"no registry is responsible for {address} (IANA RDAP bootstrap)")
+    answer = await fetch_network(f"{base}ip/{address}", http=http)
+    return parse_network(address, answer.document, registry=registry_of(answer))
+
+
+async def fetch_network(url: str, *, http: HttpClient) -> RdapAnswer:
+    """GET an RDAP ``ip network`` object, following up to :data:`MAX_REDIRECTS` redirects.
+
+    Each hop is checked before it is followed: a relative ``Location`` is
+    resolved against the current URL, only http/https are followed, a URL met
+    twice is a loop, and HTTPS never leads to HTTP (a downgrade would let
+    anyone on the path rewrite the answer). Each request has the client's own
+    timeout; at most ``MAX_REDIRECTS + 1`` requests are made."""
+    try:
+        url = str(URL(url))  # the form redirect targets are compared in
+    except ValueError:
+        raise UpstreamError(f"the RDAP bootstrap gave an invalid server URL {url!r}") from None
+    urls = [url]
+    for _ in range(MAX_REDIRECTS + 1):
+        response = await http.get(
+            url,
+            headers=_ACCEPT,
+            max_bytes=MAX_RDAP_BYTES,
+            what=f"the RDAP server {_host(url)}",
+            source="rdap",
+        )
+        if response.status not in _REDIRECT_STATUSES:
+            return RdapAnswer(_network_document(response, url), tuple(urls))
+        url = _next_hop(url, response, urls)
+        urls.append(url)
+    raise UpstreamError(f"the RDAP servers redirected more than {MAX_REDIRECTS} times for {urls[0]}")
+
+
+def _next_hop(current: str, response: HttpResponse, seen: Sequence[str]) -> str:
+    location = response.headers.get("Location", "").strip()
+    if not location:
+        raise UpstreamError(f"the RDAP server {_host(current)} redirected (HTTP {response.status}) without a Location")
+    try:
+        target = URL(current).join(URL(location))
+    except ValueError:
+        raise UpstreamError(f"the RDAP server {_host(current)} redirected to an invalid URL") from None
+    if target.scheme not in ("http", "https") or not target.host:
+        raise UpstreamError(f"the RDAP server {_host(current)} redirected to a non-HTTP URL")
+    if URL(current).scheme == "https" and target.scheme == "http":
+        raise UpstreamError(f"the RDAP server {_host(current)} redirected from HTTPS to HTTP ({target.host}); refused")
+    text = str(target.with_fragment(None))
+    if text in seen:
+        raise UpstreamError(f"the RDAP servers redirect in a loop ({_host(current)} -> {target.host})")
+    return text
+
+
+def _network_document(response: HttpResponse, url: str) -> dict[str, Any]:
+    """Map an RDAP server's final answer to the document or to a SPEC 2 error."""
+    server = f"the RDAP server {_host(url)}"
+    if response.status == 404:
+        raise ApiError("registration_not_found", f"{server} has no registration for this address")
+    if response.status == 429:  # RIPE's is an HTML page, not an RDAP error object
+        raise UpstreamError(f"{server} is rate limiting us (HTTP 429)")
+    if response.status != 200:
+        raise UpstreamError(f"{server} answered HTTP {response.status}")
+    content_type = response.content_type
+    if content_type and content_type not in _JSON_TYPES and not content_type.endswith("+json"):
+        raise UpstreamError(f"{server} answered {content_type}, not JSON")
+    try:
+        document = json.loads(response.body)
+    except (ValueError, RecursionError):
+        raise UpstreamError(f"{server} answered invalid JSON") from None
+    if not isinstance(document, dict) or document.get("objectClassName") != "ip network":
+        raise UpstreamError(f"{server} did not answer with an RDAP ip network object")
+    return document
+
+
+def _host(url: str) -> str:
+    try:
+        return URL(url).host or url
+    except ValueError:
+        return url
+
+
+# Registry ---------------------------------------------------------------------
+
+
+def rir_of_host(host: object) -> str | None:
+    """The RIR owning a host name (``rdap.db.ripe.net`` -> ``RIPE NCC``), else ``None``."""
+    if not isinstance(host, str):
+        return None
+    name = host.strip().lower().rstrip(".")
+    for domain, rir in RIR_DOMAINS.items():
+        if name == domain or name.endswith("." + domain):
+            return rir
+    return None
+
+
+def registry_of(answer: RdapAnswer) -> str | None:
+    """The RIR that answered last (SPEC 3.3).
+
+    1. The host of the server that gave the final answer, when it is an RIR's.
+    2. Otherwise that answer's ``port43`` whois server (a mirror or proxy of an
+       RIR still names the RIR's whois host).
+    3. Otherwise the last RIR host on the redirect chain: LACNIC sends
+       Brazilian space to NIC.br (``rdap.registro.br``, port43
+       ``whois.nic.br``), a national registry under LACNIC, so LACNIC is the
+       RIR that answered last.
+    4. Otherwise ``None``."""
+    final = rir_of_host(_host(answer.urls[-1]))
+    if final is not None:
+        return final
+    by_port43 = rir_of_host(answer.document.get("port43"))
+    if by_port43 is not None:
+        return by_port43
+    for url in reversed(answer.urls[:-1]):
+        rir = rir_of_host(_host(url))
+        if rir is not None:
+            return rir
+    return None
+
+
+# Parsing ------------------------------------------------------------------------
+
+
+def parse_network(address: IPAddress, document: dict[str, Any], *, registry: str | None) -> dict[str, Any]:
+    """Our record (SPEC 3.3) from an RDAP ``ip network`` object; unknown fields are ``None``."""
+    return {
+        "ip": str(address),
+        "name": _text(document.get("name")),  # LACNIC sends none
+        "handle": _text(document.get("handle")),
+        "startAddress": _address(document.get("startAddress")),
+        "endAddress": _address(document.get("endAddress")),
+        # As the registry gives it. ARIN has no country on networks (only in the
+        # registrant's postal address): null, never guessed.
+        "country": _country(document.get("country")),
+        "registrant": select_registrant(document),
+        "registry": registry,
+        "events": parse_events(document.get("events")),
+    }
+
+
+def select_registrant(document: dict[str, Any]) -> str | None:
+    """The registrant organisation's name, by the rules each RIR needs.
+
+    Only the network's own (top-level) entities count: nested entities are
+    contacts of those entities, not of the network. Candidates are entities
+    with the role ``registrant``; the name is the vCard's ``fn``, else its
+    ``org``, read by property name (never by position: RIRs order them
+    differently). In order of preference:
+
+    - ARIN: the entity with role ``registrant`` and vCard kind ``org``
+      (since 2024 ARIN nests the POCs under it; they are ignored).
+    - RIPE NCC: the same, but RIPE also gives maintainers the ``registrant``
+      role; handles ending in ``-MNT`` are skipped.
+    - APNIC (since 2023): role ``registrant``, kind ``org``.
+    - LACNIC (and NIC.br): the registrant is often of kind ``individual``
+      while its ``fn`` is a company name; accepted after any ``org``.
+    - AFRINIC: role ``registrant`` when present (often there is none).
+    - Older APNIC and RIPE records have no registrant entity with a name, only
+      the network's ``descr`` lines, published as ``remarks`` titled
+      ``description``: their first line is the organisation.
+    """
+    candidates = [
+        entity
+        for entity in _list(document.get("entities"))
+        if isinstance(entity, dict) and _has_role(entity, "registrant") and not _is_maintainer(entity)
+    ]
+    best: tuple[int, str] | None = None
+    for entity in candidates:
+        vcard = VCard.of(entity)
+        name = vcard.text("fn") or vcard.text("org")
+        if name is None:
+            continue
+        rank = _KIND_PREFERENCE.get((vcard.text("kind") or "").lower(), len(_KIND_PREFERENCE))
+        if best is None or rank < best[0]:
+            best = (rank, name)
+    if best is not None:
+        return best[1]
+    return _description_remark(document)
+
+
+# Registrant vCard kinds, most wanted first; any other kind (or none) comes after.
+_KIND_PREFERENCE = {"org": 0, "individual": 1}
+
+
+def _has_role(entity: dict[str, Any], role: str) -> bool:
+    return any(isinstance(r, str) and r.strip().lower() == role for r in _list(entity.get("roles")))
+
+
+def _is_maintainer(entity: dict[str, Any]) -> bool:
+    handle = entity.get("handle")
+    return isinstance(handle, str) and handle.strip().upper().endswith("-MNT")
+
+
+def _description_remark(document: dict[str, Any]) -> str | None:
+    for remark in _list(document.get("remarks")):
+        if not isinstance(remark, dict):
+            continue
+        title = remark.get("title")
+        if isinstance(title, str) and title.strip().lower() == "description":
+            for line in _list(remark.get("description")):
+                if (text := _text(line)) is not None:
+                    return text
+    return None
+
+
+class VCard:
+    """Read access to an entity's jCard (RFC 7095) by property name.
+
+    ``vcardArray`` is ``["vcard", [[name, params, type, value], ...]]``;
+    properties come in any order and may repeat (the first usable one wins).
+    A structured value (``org`` with units) gives its first non-empty part."""
+
+    def __init__(self, properties: list[Any]) -> None:
+        self._properties = properties
+
+    @classmethod
+    def of(cls, entity: dict[str, Any]) -> VCard:
+        array = entity.get("vcardArray")
+        if isinstance(array, list) and len(array) >= 2 and array[0] == "vcard" and isinstance(array[1], list):
+            return cls(array[1])
+        return cls([])
+
+    def text(self, name: str) -> str | None:
+        for prop in self._properties:
+            if not isinstance(prop, list) or len(prop) < 4 or not isinstance(prop[0], str):
+                continue
+            if prop[0].lower() != name:
+                continue
+            value = prop[3]
+            if isinstance(value, list):
+                value = next((v for v in value if _text(v) is not None), None)
+            if (text := _text(value)) is not None:
+                return text
+        return None
+
+
+def parse_events(events: object) -> list[dict[str, str]]:
+    """``[{action, date}]``; events without an action or with an unreadable date are dropped."""
+    parsed = []
+    for event in _list(events):
+        if not isinstance(event, dict):
+            continue
+        action = _text(event.get("eventAction"))
+        date = normalise_date(event.get("eventDate"))
+        if action is not None and date is not None:
+            parsed.append({"action": action, "date": date})
+    return parsed
+
+
+def normalise_date(value: object) -> str | None:
+    """ISO 8601 with an explicit offset (SPEC 3.3).
+
+    The registry's own offset is kept (ARIN answers in US Eastern time:
+    ``2011-11-01T15:59:58-04:00`` stays so); ``Z`` becomes ``+00:00``; a
+    date without an offset is taken as UTC. Offsets with seconds cannot be
+    written in RFC 3339 and such dates are dropped with the unparseable ones."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 64:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    offset = moment.utcoffset()
+    if offset is None or offset.total_seconds() % 60:
+        return None
+    return moment.isoformat()
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, str):
+        stripped = value.strip()
+        return stripped or None
+    return None
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _address(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        ip = ipaddress.ip_address(value.strip())
+    except ValueError:
+        return None
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+def _country(value: object) -> str | None:
+    text = _text(value)
+    if text is None or len(text) != 2 or not text.isascii() or not text.isalpha():
+        return None
+    return text.upper()
