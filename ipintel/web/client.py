@@ -19,8 +19,16 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _FORWARDED_FOR = re.compile(r'for\s*=\s*("?)(\[[^\]]*\]|[^;,"\s]*)\1', re.IGNORECASE)
 
 
+# "[" + 45 characters of IPv6 text + "]:65535": anything longer is not an address.
+_MAX_HOP = 56
+
+
 def _parse(text: str) -> IPAddress | None:
     text = text.strip().strip('"')
+    if len(text) > _MAX_HOP or "%" in text:
+        # A zone id (fe80::1%eth0) names an interface of someone else's machine:
+        # not an address anyone can be looked up or rate-limited by.
+        return None
     if text.startswith("["):  # Forwarded: for="[2001:db8::1]:4711"
         text = text[1:].partition("]")[0]
     elif text.count(":") == 1:  # IPv4 with a port

@@ -44,6 +44,7 @@ WINDOW = 60.0  # seconds: the limits are per minute
 _EPSILON = 1e-9  # float slack, so that exactly-on-time requests are not refused
 _SWEEP_PER_TAKE = 4  # idle buckets examined per request: O(1) work, steady cleanup
 _V6_PREFIX_MASK = ((1 << 64) - 1) << 64
+_PEER_MEMO = 4096  # socket peers whose parsed address is remembered
 UNKNOWN_CLIENT = "unknown"  # no socket peer (e.g. a Unix socket): such requests share one bucket
 
 
@@ -97,7 +98,16 @@ class Decision:
         return headers
 
     def raw_headers(self) -> list[tuple[bytes, bytes]]:
-        return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in self.headers().items()]
+        """The same headers for an ASGI message (the middleware's hot path: built directly)."""
+        headers = [
+            (b"ratelimit-limit", b"%d" % self.limit),
+            (b"ratelimit-remaining", b"%d" % self.remaining),
+            (b"ratelimit-reset", b"%d" % self.reset),
+            (b"ratelimit-policy", b"%d;w=%d" % (self.limit, WINDOW)),
+        ]
+        if not self.allowed:
+            headers.append((b"retry-after", b"%d" % self.retry_after))
+        return headers
 
     def __repr__(self) -> str:
         return (
@@ -274,16 +284,32 @@ class RateLimitMiddleware:
         self.limiter = limiter
         self.rules = _Rules(rules)
         self.trusted_proxies = tuple(trusted_proxies)
+        # Without trusted proxies the caller is a function of the socket peer
+        # alone: remember the parsed answer for recent peers (bounded: emptied when full).
+        self._peers: dict[str | None, tuple[str | None, str]] = {}
+
+    def _caller(self, scope: Scope) -> tuple[str | None, str]:
+        """The caller's canonical address (SPEC 6.3) and its rate-limit key."""
+        client = scope.get("client")
+        peer = client[0] if client else None
+        if not self.trusted_proxies:
+            known = self._peers.get(peer)
+            if known is not None:
+                return known
+        ip = client_address(peer, Headers(scope=scope), self.trusted_proxies)
+        caller = (str(ip) if ip is not None else None, client_key(ip))
+        if not self.trusted_proxies:
+            if len(self._peers) >= _PEER_MEMO:
+                self._peers.clear()
+            self._peers[peer] = caller
+        return caller
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        client = scope.get("client")
-        peer = client[0] if client else None
-        headers = Headers(scope=scope) if self.trusted_proxies else {}
-        ip = client_address(peer, headers, self.trusted_proxies)
-        scope.setdefault("state", {})["client_ip"] = str(ip) if ip is not None else None
+        ip, key = self._caller(scope)
+        scope.setdefault("state", {})["client_ip"] = ip
 
         limiter = self.limiter
         if limiter is None or scope["method"] == "OPTIONS":
@@ -296,7 +322,7 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send)
             return
 
-        decision = limiter.take(client_key(ip), route_scope)
+        decision = limiter.take(key, route_scope)
         extra = decision.raw_headers()
         if not decision.allowed:
             await _refuse(send, path, decision, extra)
