@@ -35,20 +35,21 @@ import ipaddress
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ipintel.capabilities.reputation import SourceResult
+from ipintel import addresses
+from ipintel.capabilities.reputation import Reputation, SourceResult
+from ipintel.errors import ApiError
 from ipintel.infra.resolver import DnsRecord, NxDomain, QueryTimeout, Resolver, ResolverError, ServerFailure
+from ipintel.settings import ConfigError
 
 log = logging.getLogger("ipintel.blacklist")
 
-Reputation = Callable[[ipaddress.IPv4Address, float], Awaitable[SourceResult]]
-"""A reputation source bound to its client: ``(ip, timeout) -> SourceResult``."""
-
 __all__ = [
     "RETURN_CODES",
+    "Reputation",
     "SelfTest",
     "SelfTests",
     "SourceResult",
@@ -58,6 +59,7 @@ __all__ = [
     "classify_answer",
     "is_definitive",
     "overall_status",
+    "public_ipv4",
     "self_test",
 ]
 
@@ -155,7 +157,7 @@ class Zone:
         return ".".join(reversed(str(ip).split("."))) + "." + self.query_zone
 
 
-class ZoneConfigError(ValueError):
+class ZoneConfigError(ConfigError):
     """A configured zone or DQS key that cannot work; the message names the variable."""
 
 
@@ -441,6 +443,17 @@ class SelfTests:
 
 
 # The check ----------------------------------------------------------------------------
+
+
+def public_ipv4(text: str) -> ipaddress.IPv4Address:
+    """The address a client asked about, if it can be checked: DNSBLs are queried
+    by reversed IPv4 octets (IPv6 lists are few and differently keyed), and
+    non-global addresses are in no list (SPEC 2: 400 / 422)."""
+    address = addresses.parse_ip(text)
+    if not isinstance(address, ipaddress.IPv4Address):
+        raise ApiError("ipv6_not_supported", f"{address} is an IPv6 address; blacklists are checked for IPv4 only")
+    addresses.require_public(address)
+    return address
 
 
 async def _check_zone(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -62,6 +63,34 @@ class SourceResult:
         if self.detail:
             data["detail"] = self.detail
         return data
+
+
+Reputation = Callable[[ipaddress.IPv4Address, float], Awaitable[SourceResult]]
+"""A reputation source bound to its client: ``(ip, timeout) -> SourceResult``."""
+
+
+@dataclass(frozen=True)
+class ReputationClient:
+    """The one reputation source of a blacklist check, bound to the shared HTTP client:
+    AbuseIPDB when a key is configured, StopForumSpam otherwise. Called with
+    the time left of the check's deadline; never waits longer than
+    ``max_timeout`` (the upstream timeout) either."""
+
+    http: HttpClient
+    stopforumspam_url: str
+    abuseipdb_url: str
+    abuseipdb_key: str | None
+    max_timeout: float
+
+    @property
+    def name(self) -> str:
+        return ABUSEIPDB_NAME if self.abuseipdb_key else STOPFORUMSPAM_NAME
+
+    async def __call__(self, ip: ipaddress.IPv4Address, timeout: float) -> SourceResult:
+        limit = min(timeout, self.max_timeout)
+        if self.abuseipdb_key:
+            return await abuseipdb(ip, http=self.http, url=self.abuseipdb_url, key=self.abuseipdb_key, timeout=limit)
+        return await stopforumspam(ip, http=self.http, url=self.stopforumspam_url, timeout=limit)
 
 
 async def stopforumspam(ip: ipaddress.IPv4Address, *, http: HttpClient, url: str, timeout: float) -> SourceResult:
