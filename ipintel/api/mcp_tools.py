@@ -88,11 +88,11 @@ class Tool:
 
 async def _lookup_ip(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
     ip = arguments.get("ip")
-    if ip is None:
-        if context.caller_ip is None:
-            raise ApiError("invalid_ip", "the caller's address is unknown; pass the argument 'ip'")
-        ip = context.caller_ip
-    return await intel.lookup_ip(ip)
+    if ip is not None:
+        return await intel.lookup_ip(ip)  # GET /ip/{ip}
+    if context.caller_ip is None:
+        raise ApiError("invalid_ip", "the caller's address is unknown; pass the argument 'ip'")
+    return await intel.lookup_own_ip(context.caller_ip)  # GET /ip: the caller's address, not cached (SPEC 4)
 
 
 async def _whois_ip(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
@@ -177,13 +177,13 @@ TOOLS: tuple[Tool, ...] = (
         title="DNS and reverse DNS",
         description=(
             "DNS records of a domain, or the reverse DNS (PTR) names of an IP address. Give exactly one of: "
-            "domain, with an optional type (A by default, AAAA, MX, TXT, NS or CNAME), which returns "
-            '{"records": [{"name", "type", "ttl", "data"}]}; or ip, which returns {"ip", "records": [...]} with '
-            'PTR records. MX data is "<preference> <exchange>"; a CNAME met on the way is its own record. An empty '
-            "records list means the name exists but has no record of that type; the error domain_not_found means "
-            "the name does not exist. Use it to check mail servers, verification TXT records, or what host name "
-            'an address has. Examples: {"domain": "example.com", "type": "MX"}; {"ip": "8.8.8.8"} returns a PTR '
-            'record with data "dns.google".'
+            "domain, with an optional type (A by default, AAAA, MX, TXT, NS or CNAME); or ip. Returns "
+            '{"records": [{"name", "type", "ttl", "data"}]} for a domain, and {"ip", "records": [...]} with PTR '
+            'records for an ip. MX data is "<preference> <exchange>"; a CNAME met on the way is its own record. '
+            "An empty records list means the name exists but has no record of that type; the error "
+            "domain_not_found means the name does not exist. Use it to check mail servers, verification TXT "
+            'records, name servers, or the host name of an address. Examples: {"domain": "example.com", "type": '
+            '"MX"}; {"ip": "8.8.8.8"} returns a PTR record with data "dns.google".'
         ),
         requires=("lookup_dns", "reverse_dns"),
         output=("dns", "reverse"),

@@ -1,0 +1,412 @@
+"""The six MCP tools (SPEC 8): listing, calls against local upstreams, errors, rate-limit scopes.
+
+A tool is live only when its ``Intel`` capability exists. The tests of a tool
+whose capability has not landed yet skip with a reason naming the missing
+method, and run as soon as it lands. Every success goes through
+:func:`tests.support.mcp.call_tool`, which validates ``structuredContent``
+against the ``outputSchema`` the server lists; the tests also compare it with
+what the REST route answers, since both call the same ``Intel`` method.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+import httpx
+import pytest
+from jsonschema import Draft202012Validator
+
+from ipintel.api.mcp_protocol import McpProtocol
+from ipintel.api.mcp_tools import TOOLS, TOOLS_BY_NAME, CallContext, ToolSet, available_tools
+from ipintel.openapi import load_schema
+from ipintel.service import Intel
+from ipintel.settings import Settings
+from tests.support.app import running_app
+from tests.support.dns_server import DnsServer
+from tests.support.mcp import call_tool, error_of, listed_tools, post, rpc
+
+ORDER = ["lookup_ip", "whois_ip", "lookup_dns", "check_blacklist", "detect_vpn", "calculate_cidr"]
+
+
+def require(name: str) -> None:
+    """Skip (with the reason) when the tool's capability has not landed in ``Intel`` yet."""
+    tool = TOOLS_BY_NAME[name]
+    missing = [method for method in tool.requires if not callable(getattr(Intel, method, None))]
+    if missing:
+        pytest.skip(f"Intel.{missing[0]} has not landed yet, so the {name} tool is not listed")
+    if not tool.schema_files_present():
+        pytest.skip(f"the schema files of {name} ({', '.join(tool.output)}) are not in schemas/ yet")
+
+
+def live_names() -> list[str]:
+    return [
+        name
+        for name in ORDER
+        if all(callable(getattr(Intel, m, None)) for m in TOOLS_BY_NAME[name].requires)
+        and TOOLS_BY_NAME[name].schema_files_present()
+    ]
+
+
+async def rest_data(client: httpx.AsyncClient, path: str, **params: str) -> Any:
+    response = await client.get(path, params=params)
+    assert response.status_code == 200, response.text
+    return response.json()["data"]
+
+
+# tools/list ---------------------------------------------------------------------------------------
+
+
+async def test_tools_are_listed_in_the_fixed_order_when_their_capability_exists(settings: Settings) -> None:
+    assert [tool.name for tool in TOOLS] == ORDER
+    async with running_app(settings) as client:
+        answer = await rpc(client, "tools/list")
+    names = [tool["name"] for tool in answer["result"]["tools"]]
+    assert names == live_names()
+    assert "lookup_ip" in names and "calculate_cidr" in names
+
+
+async def test_every_listed_tool_is_described_for_a_model(settings: Settings) -> None:
+    async with running_app(settings) as client:
+        tools = await listed_tools(client)
+    for name, tool in tools.items():
+        description = tool["description"]
+        assert len(description) > 200 and "Example" in description, name
+        assert "Returns" in description and "Use it" in description, name
+        for argument, schema in tool["inputSchema"]["properties"].items():
+            assert argument in description, f"{name}: the description does not explain {argument}"
+            assert schema.get("description"), f"{name}.{argument} has no description"
+        assert tool["annotations"]["readOnlyHint"] is True
+        assert tool["annotations"]["idempotentHint"] is True
+        assert tool["annotations"]["openWorldHint"] is (name != "calculate_cidr")
+
+
+async def test_listed_schemas_are_the_schema_files(settings: Settings) -> None:
+    """inputSchema from schemas/mcp/tools, outputSchema from the REST response schema: one source."""
+
+    def strip(schema: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in schema.items() if k not in ("$schema", "$id")}
+
+    async with running_app(settings) as client:
+        tools = await listed_tools(client)
+    for name, tool in tools.items():
+        for key in ("inputSchema", "outputSchema"):
+            Draft202012Validator.check_schema(tool[key])
+            assert tool[key]["type"] == "object", f"{name}.{key}: MCP wants an object at the root"
+            assert "$id" not in json.dumps(tool[key]), f"{name}.{key}: an $id breaks clients that register schemas"
+        assert tool["inputSchema"] == strip(load_schema(f"mcp/tools/{name}.input"))
+        outputs = TOOLS_BY_NAME[name].output
+        if len(outputs) == 1:
+            assert tool["outputSchema"] == strip(load_schema(outputs[0]))
+        else:
+            assert tool["outputSchema"]["anyOf"] == [strip(load_schema(o)) for o in outputs]
+
+
+def test_a_tool_is_live_only_when_every_method_it_calls_exists() -> None:
+    class OnlyCidrAndDns:
+        """A capability set in which lookup_dns exists but reverse_dns has not landed."""
+
+        async def calculate_cidr(self, range_: str) -> dict[str, Any]:
+            return {}
+
+        async def lookup_dns(self, domain: str, type: str = "A") -> dict[str, Any]:
+            return {}
+
+    assert [tool.name for tool in available_tools(OnlyCidrAndDns())] == ["calculate_cidr"]  # type: ignore[arg-type]
+
+
+async def test_calling_a_known_tool_whose_capability_is_missing_says_so(settings: Settings) -> None:
+    intel = Intel.from_settings(settings)
+    protocol = McpProtocol(intel, ToolSet([TOOLS_BY_NAME["calculate_cidr"]]))
+    context = CallContext(caller_ip=None, spend=lambda scope: None)
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whois_ip", "arguments": {}}}
+    answer = await protocol.answer(message, context)
+    assert isinstance(answer, dict) and answer["error"]["code"] == -32602
+    assert "not available" in answer["error"]["message"] and "calculate_cidr" in answer["error"]["message"]
+
+
+# successes, compared with the REST route ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ip", ["8.8.8.8", "2001:4860:4860::8888", "::ffff:8.8.4.4", "81.2.69.142"])
+async def test_lookup_ip(settings: Settings, ip: str) -> None:
+    async with running_app(settings) as client:
+        result = await call_tool(client, "lookup_ip", {"ip": ip})
+        rest = await rest_data(client, f"/ip/{ip}")
+    assert result["isError"] is False
+    assert result["structuredContent"] == rest
+    assert result["structuredContent"]["ip"] == str(ipaddress.ip_address(rest["ip"]))
+
+
+async def test_lookup_ip_without_an_address_uses_the_caller(settings: Settings) -> None:
+    async with running_app(settings, client=("8.8.8.8", 50000)) as client:
+        result = await call_tool(client, "lookup_ip", {})
+        no_arguments = await call_tool(client, "lookup_ip")
+        rest = await rest_data(client, "/ip")
+    assert result["structuredContent"]["ip"] == "8.8.8.8"
+    assert result["structuredContent"] == no_arguments["structuredContent"] == rest
+
+
+async def test_lookup_ip_without_an_address_believes_only_trusted_proxies(settings: Settings) -> None:
+    settings = settings.replace(trusted_proxies=(ipaddress.ip_network("10.0.0.0/8"),))
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "lookup_ip", "arguments": {}}}
+    async with running_app(settings, client=("10.1.2.3", 40000)) as proxied:
+        behind_proxy = await post(proxied, message, **{"X-Forwarded-For": "12.0.1.1"})
+    async with running_app(settings, client=("8.8.8.8", 40000)) as direct:
+        spoofed = await post(direct, message, **{"X-Forwarded-For": "12.0.1.1"})
+    assert behind_proxy.json()["result"]["structuredContent"]["city"] == "Chicago"
+    assert spoofed.json()["result"]["structuredContent"]["ip"] == "8.8.8.8"
+
+
+async def test_lookup_ip_of_the_caller_at_a_reserved_address_is_an_error_result(settings: Settings) -> None:
+    async with running_app(settings, client=("192.168.1.20", 40000)) as client:
+        result = await call_tool(client, "lookup_ip", {})
+    assert error_of(result)["code"] == "reserved_address"
+    assert "192.168.1.20" in error_of(result)["message"]
+
+
+@pytest.mark.parametrize(
+    "range_", ["192.168.1.77/24", "10.0.0.0/31", "8.8.8.8/32", "0.0.0.0/0", "2001:db8::/48", "::/0"]
+)
+async def test_calculate_cidr(settings: Settings, range_: str) -> None:
+    async with running_app(settings) as client:
+        result = await call_tool(client, "calculate_cidr", {"range": range_})
+        rest = await rest_data(client, "/cidr", range=range_)
+    assert result["structuredContent"] == rest
+
+
+async def test_whois_ip(settings: Settings) -> None:
+    require("whois_ip")
+    from tests.support.rdap_server import Reply, rdap_server
+
+    document = {
+        "rdapConformance": ["rdap_level_0"],
+        "objectClassName": "ip network",
+        "handle": "NET-3-0-0-0-1",
+        "startAddress": "3.0.0.0",
+        "endAddress": "3.127.255.255",
+        "ipVersion": "v4",
+        "name": "AT-88-Z",
+        "type": "DIRECT ALLOCATION",
+        "events": [{"eventAction": "registration", "eventDate": "2019-06-07T10:51:44-04:00"}],
+        "entities": [
+            {
+                "objectClassName": "entity",
+                "handle": "AT-88-Z",
+                "roles": ["registrant"],
+                "vcardArray": [
+                    "vcard",
+                    [
+                        ["version", {}, "text", "4.0"],
+                        ["fn", {}, "text", "Amazon Technologies Inc."],
+                        ["kind", {}, "text", "org"],
+                    ],
+                ],
+            }
+        ],
+    }
+    async with rdap_server({"arin": ["3.0.0.0/8"]}) as rdap:
+        rdap.set(rdap.ip_path("arin", "3.3.3.3"), Reply.json(document))
+        async with running_app(settings.replace(rdap_bootstrap_url=rdap.bootstrap_url)) as client:
+            result = await call_tool(client, "whois_ip", {"ip": "3.3.3.3"})
+            rest = await rest_data(client, "/whois/3.3.3.3")
+    data = result["structuredContent"]
+    assert data == rest
+    assert data["ip"] == "3.3.3.3" and data["name"] == "AT-88-Z" and data["startAddress"] == "3.0.0.0"
+
+
+async def test_lookup_dns_records_and_reverse(settings: Settings) -> None:
+    require("lookup_dns")
+    with DnsServer() as dns:
+        dns.add("example.com", "A", "93.184.215.14", ttl=60)
+        dns.add("example.com", "MX", "10 mail.example.com", ttl=60)
+        dns.add_ptr("8.8.8.8", "dns.google", ttl=60)
+        async with running_app(settings.replace(dns_servers=dns.servers)) as client:
+            a = await call_tool(client, "lookup_dns", {"domain": "example.com"})
+            mx = await call_tool(client, "lookup_dns", {"domain": "Example.COM.", "type": "mx"})
+            ptr = await call_tool(client, "lookup_dns", {"ip": "8.8.8.8"})
+            rest_a = await rest_data(client, "/dns/example.com")
+            rest_mx = await rest_data(client, "/dns/example.com", type="MX")
+            rest_ptr = await rest_data(client, "/dns/8.8.8.8/reverse")
+    assert [r["data"] for r in a["structuredContent"]["records"]] == ["93.184.215.14"]
+    assert [r["data"] for r in mx["structuredContent"]["records"]] == ["10 mail.example.com"]
+    assert ptr["structuredContent"]["ip"] == "8.8.8.8"
+    assert [r["data"] for r in ptr["structuredContent"]["records"]] == ["dns.google"]
+    for result, rest in ((a, rest_a), (mx, rest_mx), (ptr, rest_ptr)):
+        # TTLs count down between the two calls; everything else is the same answer.
+        assert _without_ttl(result["structuredContent"]) == _without_ttl(rest)
+
+
+def _without_ttl(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "records": [{k: v for k, v in r.items() if k != "ttl"} for r in data["records"]]}
+
+
+async def test_check_blacklist(settings: Settings) -> None:
+    require("check_blacklist")
+    from tests.support.dnsbl import healthy_list
+    from tests.support.reputation_server import ReputationServer
+
+    with DnsServer() as dns:
+        healthy_list(dns, "one.test", listed={"45.33.32.156": "127.0.0.2"})
+        async with ReputationServer() as api:
+            changed = settings.replace(
+                dns_servers=dns.servers, dnsbl_zones=("one.test",), reputation_url=api.url("/api")
+            )
+            async with running_app(changed) as client:
+                listed = await call_tool(client, "check_blacklist", {"ip": "45.33.32.156"})
+                rest = await rest_data(client, "/blacklist/45.33.32.156")
+    data = listed["structuredContent"]
+    assert data["ip"] == "45.33.32.156" and data["status"] == "listed" and data["listed"] is True
+    assert any(s["name"] == "one.test" and s["listed"] is True for s in data["sources"])
+    assert data["status"] == rest["status"] and data["sources"] == rest["sources"]
+
+
+async def test_detect_vpn(settings: Settings) -> None:
+    require("detect_vpn")
+    async with running_app(settings) as client:
+        result = await call_tool(client, "detect_vpn", {"ip": "8.8.8.8"})
+        rest = await rest_data(client, "/ip/8.8.8.8/vpn")
+    assert result["structuredContent"]["ip"] == "8.8.8.8"
+    assert result["structuredContent"] == rest
+
+
+# failures as isError results ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "code"),
+    [
+        ("lookup_ip", {"ip": "not-an-ip"}, "invalid_ip"),
+        ("lookup_ip", {"ip": "fe80::1%eth0"}, "invalid_ip"),
+        ("lookup_ip", {"ip": "10.0.0.1"}, "reserved_address"),
+        ("lookup_ip", {"ip": 8}, "invalid_ip"),
+        ("lookup_ip", {"address": "8.8.8.8"}, "invalid_request"),
+        ("lookup_ip", {"ip": "x" * 100_000}, "invalid_ip"),
+        ("whois_ip", {}, "invalid_ip"),
+        ("whois_ip", {"ip": "999.1.1.1"}, "invalid_ip"),
+        ("whois_ip", {"ip": "192.168.0.1"}, "reserved_address"),
+        ("lookup_dns", {}, "invalid_request"),
+        ("lookup_dns", {"domain": "example.com", "ip": "8.8.8.8"}, "invalid_request"),
+        ("lookup_dns", {"ip": "8.8.8.8", "type": "MX"}, "invalid_request"),
+        ("lookup_dns", {"domain": "bad..name"}, "invalid_domain"),
+        ("lookup_dns", {"domain": "a" * 300 + ".com"}, "invalid_domain"),
+        ("lookup_dns", {"domain": "example.com", "type": "SOA"}, "invalid_record_type"),
+        ("lookup_dns", {"domain": "example.com", "type": 1}, "invalid_record_type"),
+        ("lookup_dns", {"ip": "not-an-ip"}, "invalid_ip"),
+        ("check_blacklist", {"ip": "2001:4860:4860::8888"}, "ipv6_not_supported"),
+        ("check_blacklist", {"ip": "nope"}, "invalid_ip"),
+        ("check_blacklist", {"ip": "127.0.0.1"}, "reserved_address"),
+        ("detect_vpn", {"ip": "nope"}, "invalid_ip"),
+        ("detect_vpn", {"ip": "100.64.0.1"}, "reserved_address"),
+        ("calculate_cidr", {}, "invalid_range"),
+        ("calculate_cidr", {"range": "10.0.0.0/33"}, "invalid_range"),
+        ("calculate_cidr", {"range": ["10.0.0.0/8"]}, "invalid_range"),
+        ("calculate_cidr", {"range": "10.0.0.0/8", "extra": True}, "invalid_request"),
+    ],
+)
+async def test_bad_arguments_are_error_results_the_model_can_read(
+    settings: Settings, tool: str, arguments: dict[str, Any], code: str
+) -> None:
+    require(tool)
+    async with running_app(settings) as client:
+        result = await call_tool(client, tool, arguments)
+    error = error_of(result)
+    assert error["code"] == code, error
+    assert len(error["message"]) < 300, "an error message never echoes kilobytes of input"
+    assert "structuredContent" not in result
+
+
+async def test_a_missing_argument_is_named_with_an_example(settings: Settings) -> None:
+    async with running_app(settings) as client:
+        result = await call_tool(client, "calculate_cidr", {})
+    message = error_of(result)["message"]
+    assert "'range'" in message and "192.168.1.0/24" in message
+
+
+async def test_whois_upstream_failure_is_an_error_result(settings: Settings) -> None:
+    require("whois_ip")
+    async with running_app(settings) as client:  # the bootstrap URL is a closed local port
+        result = await call_tool(client, "whois_ip", {"ip": "8.8.8.8"})
+    assert error_of(result)["code"] in ("upstream_error", "upstream_timeout")
+
+
+async def test_dns_upstream_failure_is_an_error_result(settings: Settings) -> None:
+    require("lookup_dns")
+    with DnsServer() as dns:
+        dns.servfail("broken.test")
+        async with running_app(settings.replace(dns_servers=dns.servers)) as client:
+            servfail = await call_tool(client, "lookup_dns", {"domain": "www.broken.test"})
+            missing = await call_tool(client, "lookup_dns", {"domain": "nothing-here.test"})
+    assert error_of(servfail)["code"] == "upstream_error"
+    assert error_of(missing)["code"] == "domain_not_found"
+
+
+async def test_geoip_unavailable_is_an_error_result(settings: Settings, tmp_path: Any) -> None:
+    async with running_app(settings.replace(geoip_city_db=tmp_path / "missing.mmdb")) as client:
+        result = await call_tool(client, "lookup_ip", {"ip": "8.8.8.8"})
+    assert error_of(result)["code"] == "geoip_unavailable"
+
+
+# rate limits: the tool's own scope (SPEC 5) ----------------------------------------------------------------
+
+
+def _call(name: str, arguments: dict[str, Any], id_: int = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+
+
+async def test_a_tool_call_spends_a_general_token_besides_the_request(settings: Settings) -> None:
+    """general=3: the first POST spends 2 (request + tool), the second's tool finds the bucket empty."""
+    settings = settings.replace(rate_limits={"general": 3, "dns": 30, "registry": 10})
+    async with running_app(settings) as client:
+        first = await post(client, _call("calculate_cidr", {"range": "10.0.0.0/8"}))
+        second = await post(client, _call("calculate_cidr", {"range": "10.0.0.0/8"}))
+        third = await post(client, _call("calculate_cidr", {"range": "10.0.0.0/8"}))
+    assert first.json()["result"]["isError"] is False
+    error = error_of(second.json()["result"])
+    assert error["code"] == "rate_limited" and "general" in error["message"]
+    assert third.status_code == 429  # the request's own token: the middleware refuses, JSON-RPC body
+    assert third.json()["error"]["code"] == -32000 and third.headers["retry-after"]
+
+
+async def test_registry_tools_spend_the_registry_scope(settings: Settings) -> None:
+    require("whois_ip")
+    settings = settings.replace(rate_limits={"general": 100, "dns": 30, "registry": 2})
+    async with running_app(settings) as client:
+        results = [(await post(client, _call("whois_ip", {"ip": "not-an-ip"}, i))).json()["result"] for i in range(3)]
+        cidr = (await post(client, _call("calculate_cidr", {"range": "10.0.0.0/8"}))).json()["result"]
+    codes = [error_of(r)["code"] for r in results]
+    assert codes == ["invalid_ip", "invalid_ip", "rate_limited"]
+    assert "registry" in error_of(results[2])["message"]
+    assert cidr["isError"] is False  # other scopes are untouched
+
+
+async def test_lookup_dns_spends_the_dns_scope(settings: Settings) -> None:
+    require("lookup_dns")
+    settings = settings.replace(rate_limits={"general": 100, "dns": 1, "registry": 10})
+    async with running_app(settings) as client:
+        first = (await post(client, _call("lookup_dns", {"domain": "bad..name"}))).json()["result"]
+        second = (await post(client, _call("lookup_dns", {"domain": "bad..name"}))).json()["result"]
+    assert error_of(first)["code"] == "invalid_domain"
+    assert error_of(second)["code"] == "rate_limited" and "dns" in error_of(second)["message"]
+
+
+async def test_schema_invalid_arguments_spend_no_tool_token(settings: Settings) -> None:
+    require("whois_ip")
+    settings = settings.replace(rate_limits={"general": 100, "dns": 30, "registry": 1})
+    async with running_app(settings) as client:
+        bad = [(await post(client, _call("whois_ip", {"ip": 1}, i))).json()["result"] for i in range(3)]
+        real = (await post(client, _call("whois_ip", {"ip": "nope"}))).json()["result"]
+    assert [error_of(r)["code"] for r in bad] == ["invalid_ip"] * 3
+    assert "must be a string" in error_of(bad[0])["message"]
+    assert error_of(real)["code"] == "invalid_ip" and "is not an IPv4" in error_of(real)["message"]
+
+
+async def test_a_batch_cannot_bypass_the_tool_scope(settings: Settings) -> None:
+    require("whois_ip")
+    settings = settings.replace(rate_limits={"general": 100, "dns": 30, "registry": 3})
+    batch = [_call("whois_ip", {"ip": "nope"}, i) for i in range(10)]
+    async with running_app(settings) as client:
+        answers = (await post(client, batch)).json()
+    codes = [error_of(a["result"])["code"] for a in answers]
+    assert codes.count("invalid_ip") == 3 and codes.count("rate_limited") == 7
