@@ -187,6 +187,8 @@ async def test_self_test_passes_a_healthy_list(dns: DnsServer, resolver: Resolve
     assert outcome.verdict == "passed"
     assert dns.count(query_name("127.0.0.2", "healthy.test")) == 1
     assert dns.count(query_name("127.0.0.1", "healthy.test")) == 1
+    # DNSBL queries are counted under their own source in the upstream statistics (/metrics).
+    assert resolver.stats.calls[("dnsbl", "ok")] == 1 and resolver.stats.calls[("dnsbl", "nxdomain")] == 1
 
 
 @pytest.mark.parametrize(

@@ -213,7 +213,7 @@ async def _ask(resolver: Resolver, name: str, timeout: float) -> Answer:
     The words never quote the query name or the resolver's message: for DQS
     the name holds the key."""
     try:
-        records = await resolver.query(name, "A", timeout=timeout)
+        records = await resolver.query(name, "A", timeout=timeout, source="dnsbl")
     except NxDomain:
         return Answer(nxdomain=True)
     except QueryTimeout:
