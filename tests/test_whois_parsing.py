@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ipintel.capabilities.whois import (
@@ -27,10 +27,12 @@ from ipintel.infra.rdap_bootstrap import choose_base_url, parse_bootstrap
 from tests.support.app import validator
 from tests.support.rdap_server import bootstrap_document, rdap_fixture
 
+WHOIS_SCHEMA = validator("whois")
+
 
 def parse(name: str, ip: str, registry: str | None = None) -> dict[str, Any]:
     record = parse_network(ipaddress.ip_address(ip), rdap_fixture(name), registry=registry)
-    validator("whois").validate(record)
+    WHOIS_SCHEMA.validate(record)
     return record
 
 
@@ -175,6 +177,7 @@ def test_dates_keep_the_registrys_offset(given_date: object, expected: str | Non
     assert normalise_date(given_date) == expected
 
 
+@settings(deadline=None)
 @given(
     st.datetimes(min_value=datetime(1980, 1, 1), max_value=datetime(2100, 1, 1)),
     st.integers(min_value=-14 * 60, max_value=14 * 60),
@@ -212,7 +215,7 @@ def test_fields_of_the_wrong_type_become_null_not_errors() -> None:
         "events": {"eventAction": "x"},
     }
     record = parse_network(ipaddress.ip_address("8.8.8.8"), document, registry=None)
-    validator("whois").validate(record)
+    WHOIS_SCHEMA.validate(record)
     assert record == {
         "ip": "8.8.8.8",
         "name": None,
@@ -236,11 +239,13 @@ _fields = st.sampled_from(
 )
 
 
+# No deadline and no too_slow check: the suite shares two cores with other work.
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(_fields, _json, max_size=9))
 def test_any_shape_of_ip_network_object_gives_a_valid_record(fields: dict[str, Any]) -> None:
     document = {**fields, "objectClassName": "ip network"}
     record = parse_network(ipaddress.ip_address("2001:4860::1"), document, registry=None)
-    validator("whois").validate(record)
+    WHOIS_SCHEMA.validate(record)
 
 
 # Registry names ---------------------------------------------------------------------
