@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ipintel.api import cidr as cidr_api
+from ipintel.api import dns as dns_api
 from ipintel.api import geoip as geoip_api
 from ipintel.api import mcp as mcp_api
 from ipintel.api import ops
@@ -42,6 +43,7 @@ log = logging.getLogger("ipintel")
 ENDPOINTS: list[Endpoint] = [
     *geoip_api.ENDPOINTS,
     *whois_api.ENDPOINTS,
+    *dns_api.ENDPOINTS,
     *cidr_api.ENDPOINTS,
 ]
 

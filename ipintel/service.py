@@ -14,11 +14,13 @@ import time
 from typing import Any
 
 from ipintel import addresses
-from ipintel.capabilities import cidr, geoip, whois
-from ipintel.capabilities.asn import AsnSource, MmdbAsnSource, NoAsnSource
+from ipintel.capabilities import cidr, dns, geoip, whois
+from ipintel.capabilities.asn import AsnSource, MmdbAsnSource
+from ipintel.capabilities.cymru import CymruAsnSource
 from ipintel.infra import cache
 from ipintel.infra.mmdb import GeoDatabases
 from ipintel.infra.rdap_bootstrap import RdapBootstrap
+from ipintel.infra.resolver import Resolver
 from ipintel.infra.stats import UpstreamStats
 from ipintel.infra.upstream import HttpClient
 from ipintel.settings import Settings
@@ -38,6 +40,7 @@ class Intel:
         asn_source: AsnSource,
         timezones: geoip.TimeZones,
         caches: dict[str, cache.Cache] | None = None,
+        resolver: Resolver | None = None,
         rdap_bootstrap: RdapBootstrap | None = None,
     ) -> None:
         self.settings = settings
@@ -46,6 +49,8 @@ class Intel:
         self.asn_source = asn_source
         self.timezones = timezones
         self.upstream_stats = http.stats
+        # The one DNS resolver (/dns, Team Cymru, DNSBLs), counting its queries in the same statistics.
+        self.resolver = resolver or Resolver(settings.dns_servers, settings.dns_timeout, stats=http.stats)
         # The IANA RDAP bootstrap files, fetched on the first /whois and refreshed daily.
         self.rdap_bootstrap = rdap_bootstrap or RdapBootstrap(settings.rdap_bootstrap_url, http)
         # One cache per endpoint family (SPEC 4), shared by REST and MCP; /metrics reads cache.stats(caches).
@@ -61,9 +66,13 @@ class Intel:
             anonymous=settings.geoip_anonymous_db,
             connection=settings.geoip_connection_db,
         )
-        asn_source: AsnSource = MmdbAsnSource(databases.asn) if databases.asn else NoAsnSource()
         # One statistics object for every upstream client (HTTP and DNS): /metrics reads it.
         stats = UpstreamStats()
+        resolver = Resolver(settings.dns_servers, settings.dns_timeout, stats=stats)
+        # SPEC 3.1: an ASN .mmdb when configured, otherwise Team Cymru's DNS interface.
+        asn_source: AsnSource = (
+            MmdbAsnSource(databases.asn) if databases.asn else CymruAsnSource(resolver, settings.cymru_zone)
+        )
         return cls(
             settings,
             databases=databases,
@@ -71,6 +80,7 @@ class Intel:
             asn_source=asn_source,
             timezones=geoip.TimeZones(),
             caches=cache.new_caches(settings.cache_max_entries, clock=clock),
+            resolver=resolver,
         )
 
     # Lifecycle ---------------------------------------------------------------
@@ -78,8 +88,10 @@ class Intel:
     async def start(self) -> None:
         self.databases.load()
         await self.http.start()
+        await self.resolver.start()
 
     async def close(self) -> None:
+        await self.resolver.close()
         await self.http.close()
         self.databases.close()
 
@@ -141,6 +153,15 @@ class Intel:
         """Registry record (SPEC 3.3) of a public address, from its registry's RDAP service."""
         address = addresses.parse_public_ip(ip)
         return await whois.lookup(address, http=self.http, bootstrap=self.rdap_bootstrap)
+
+    async def lookup_dns(self, domain: str, type: str | None = "A") -> dict[str, Any]:
+        """DNS records (SPEC 3.4) of a domain given as text; ``type`` in any case, default A."""
+        name = addresses.parse_domain(domain)
+        return await dns.lookup(name, dns.parse_record_type(type), resolver=self.resolver)
+
+    async def reverse_dns(self, ip: str) -> dict[str, Any]:
+        """PTR records (SPEC 3.4) of any address given as text (no reserved-range check)."""
+        return await dns.reverse(addresses.parse_ip(ip), resolver=self.resolver)
 
     async def calculate_cidr(self, range_: str) -> dict[str, Any]:
         """CIDR arithmetic (SPEC 3.6); never cached, it is cheaper than a cache lookup."""
