@@ -40,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     from ipintel.app import create_app
 
     config = hypercorn_config(settings.host, settings.port)
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:  # settings that parse but cannot work, e.g. a DNSBL zone that is no DNS name
+        print(f"ipintel: configuration error: {exc}", file=sys.stderr)
+        return 2
     logging.getLogger("ipintel").info("serving on http://%s:%s", settings.host, settings.port)
     asyncio.run(serve(app, config))  # type: ignore[arg-type]
     return 0
