@@ -1,0 +1,459 @@
+"""Address feeds: downloaded in the background, validated, kept on disk, matched in memory.
+
+A feed is a published list of prefixes (the Tor exit list, a cloud provider's
+ranges, a VPN range list). :class:`FeedManager` owns all of them:
+
+- At start it loads the last good copy of each feed from
+  ``<data_dir>/feeds/<name>.txt`` (in a worker thread, so the service answers
+  at once), then - when refreshing is enabled - refreshes each feed on its own
+  schedule with the shared :class:`~ipintel.infra.upstream.HttpClient`.
+- A download replaces the loaded copy only when it validates: it parses, is
+  not mostly junk, and holds at least the feed's minimum number of prefixes
+  (a feed that "parses to almost nothing" is an outage, not news). The new
+  copy is written atomically (temporary file + ``os.replace``), so a restart
+  without network starts from the last good copy and a crash mid-write
+  never leaves half a file.
+- Each feed becomes an :class:`~ipintel.infra.ranges.AddressRanges` whose tag
+  says whether an entry was a single address (``"host"``) or a prefix
+  (``"net"``): being *on* a list of exit addresses is stronger evidence than
+  falling in a provider's /16.
+- :meth:`FeedManager.health` tells /readyz, /metrics and the verdicts which
+  feeds are ``ok``, ``stale``, ``missing`` or ``disabled``.
+
+Snapshots hold the parsed prefixes, not the raw bodies: one small text file
+per feed whatever its published format (JSON, CSV, two files for v4 and v6),
+which loads without the format parsers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from ipintel.errors import ApiError, UpstreamError
+from ipintel.infra import feed_formats as formats
+from ipintel.infra.ranges import AddressRanges, PrefixError, parse_prefix
+from ipintel.infra.upstream import HttpClient
+
+log = logging.getLogger("ipintel.feeds")
+
+HOUR = 3600.0
+DAY = 24 * HOUR
+MIB = 1024 * 1024
+
+HOST = "host"  # the entry was a single address (a /32 or /128)
+NET = "net"  # the entry was a wider prefix
+
+
+@dataclass(frozen=True)
+class FeedSpec:
+    """What a feed is: where it comes from, how to read it, how often, and
+    what a believable copy looks like."""
+
+    name: str
+    urls: tuple[str, ...]  # default sources; several when v4 and v6 are published apart
+    parser: formats.Parser
+    interval: float  # seconds between refreshes
+    stale_after: float  # a copy older than this is "stale": verdicts built on it are less sure
+    min_prefixes: int  # fewer than this after parsing: refused, the last good copy stays
+    max_bytes: int  # per downloaded body
+    # When a URL answers with a page rather than the data (Azure's download page),
+    # find the data's link in it.
+    locate: Callable[[bytes], str | None] | None = None
+    description: str = ""
+
+
+_X4B = "https://raw.githubusercontent.com/X4BNet/lists_vpn/main/output"
+
+DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
+    FeedSpec(
+        "tor",
+        ("https://check.torproject.org/torbulkexitlist",),
+        formats.text_list,
+        interval=HOUR,
+        stale_after=3 * HOUR,
+        min_prefixes=100,  # about 1,000-1,500 exits are listed at any time
+        max_bytes=4 * MIB,
+        description="Tor Project bulk exit list",
+    ),
+    FeedSpec(
+        "aws",
+        ("https://ip-ranges.amazonaws.com/ip-ranges.json",),
+        formats.aws_ip_ranges,
+        interval=DAY,
+        stale_after=3 * DAY,
+        min_prefixes=1000,  # about 10,000
+        max_bytes=16 * MIB,
+        description="AWS ip-ranges.json",
+    ),
+    FeedSpec(
+        "gcp",
+        ("https://www.gstatic.com/ipranges/cloud.json",),
+        formats.google_cloud,
+        interval=DAY,
+        stale_after=3 * DAY,
+        min_prefixes=100,  # about 900
+        max_bytes=8 * MIB,
+        description="Google Cloud cloud.json",
+    ),
+    FeedSpec(
+        "azure",
+        # The weekly file has a new name each week (ServiceTags_Public_YYYYMMDD.json);
+        # Microsoft's download page for it (id 56519) is the stable address and links
+        # the current file. A direct JSON URL (a mirror) works too.
+        ("https://www.microsoft.com/en-us/download/details.aspx?id=56519",),
+        formats.azure_service_tags,
+        interval=DAY,
+        stale_after=3 * DAY,  # Microsoft publishes weekly; a week-old copy is still current
+        min_prefixes=1000,  # tens of thousands
+        max_bytes=32 * MIB,  # about 4 MB today
+        locate=formats.azure_download_link,
+        description="Azure service tags (public cloud)",
+    ),
+    FeedSpec(
+        "oracle",
+        ("https://docs.oracle.com/en-us/iaas/tools/public_ip_ranges.json",),
+        formats.oracle_cloud,
+        interval=DAY,
+        stale_after=3 * DAY,
+        min_prefixes=50,
+        max_bytes=8 * MIB,
+        description="Oracle Cloud public_ip_ranges.json",
+    ),
+    FeedSpec(
+        "cloudflare",
+        ("https://www.cloudflare.com/ips-v4", "https://www.cloudflare.com/ips-v6"),
+        formats.text_list,
+        interval=DAY,
+        stale_after=7 * DAY,  # changes a few times a decade
+        min_prefixes=10,  # 15 IPv4 + 7 IPv6 prefixes
+        max_bytes=1 * MIB,
+        description="Cloudflare ips-v4 and ips-v6",
+    ),
+    FeedSpec(
+        "digitalocean",
+        ("https://digitalocean.com/geo/google.csv",),
+        formats.geofeed_csv,
+        interval=DAY,
+        stale_after=3 * DAY,
+        min_prefixes=100,
+        max_bytes=8 * MIB,
+        description="DigitalOcean geofeed (RFC 8805 CSV)",
+    ),
+    FeedSpec(
+        "vpn",
+        (f"{_X4B}/vpn/ipv4.txt", f"{_X4B}/vpn/ipv6.txt"),
+        formats.text_list,
+        interval=DAY,
+        stale_after=3 * DAY,
+        min_prefixes=100,
+        max_bytes=16 * MIB,
+        description="X4BNet lists_vpn: known VPN networks",
+    ),
+    FeedSpec(
+        "datacenter",
+        (f"{_X4B}/datacenter/ipv4.txt", f"{_X4B}/datacenter/ipv6.txt"),
+        formats.text_list,
+        interval=DAY,
+        stale_after=3 * DAY,
+        min_prefixes=1000,
+        max_bytes=32 * MIB,
+        description="X4BNet lists_vpn: datacenter and VPN networks",
+    ),
+)
+
+# After a failed refresh, retry after 1, 2, 4 ... minutes, never later than the feed's interval.
+RETRY_BASE = 60.0
+MAX_REDIRECTS = 5
+_SNAPSHOT_MAGIC = "# ipintel feed snapshot v1"
+
+
+def configured_urls(spec: FeedSpec, overrides: Mapping[str, str | None]) -> tuple[str, ...] | None:
+    """The feed's sources after ``IPINTEL_FEED_URLS``: ``None`` when disabled.
+
+    An override may list several URLs separated by spaces or ``|`` (one
+    entry of the comma-separated variable), for feeds published as separate
+    IPv4 and IPv6 files."""
+    if spec.name not in overrides:
+        return spec.urls
+    value = overrides[spec.name]
+    if value is None:
+        return None
+    urls = tuple(u for u in re.split(r"[\s|]+", value) if u)
+    return urls or None
+
+
+def build_ranges(prefixes: Iterable[str]) -> AddressRanges[str]:
+    """Index prefixes, tagging single addresses ``host`` and wider prefixes ``net``."""
+
+    def entries() -> Iterable[tuple[int, int, int, str]]:
+        for text in prefixes:
+            try:
+                version, first, last, length = parse_prefix(text)
+            except PrefixError:
+                continue
+            yield version, first, last, HOST if length == (32 if version == 4 else 128) else NET
+
+    return AddressRanges.build(entries())
+
+
+@dataclass
+class FeedState:
+    """One feed at run time: its loaded copy and what happened to it lately."""
+
+    spec: FeedSpec
+    urls: tuple[str, ...] | None  # None: disabled
+    ranges: AddressRanges[str] | None = None
+    fetched_at: float | None = None  # wall-clock time of the download the loaded copy came from
+    last_error: str | None = None
+    failures: int = 0  # consecutive failed refreshes
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def enabled(self) -> bool:
+        return self.urls is not None
+
+
+class FeedManager:
+    """Every feed: loading, refreshing, storing, matching and health.
+
+    ``clock`` is wall-clock time (``time.time``): ages survive restarts
+    because the snapshot records when its data was downloaded."""
+
+    def __init__(
+        self,
+        http: HttpClient,
+        directory: Path,
+        *,
+        overrides: Mapping[str, str | None] | None = None,
+        specs: Iterable[FeedSpec] = DEFAULT_FEEDS,
+        timeout: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.http = http
+        self.directory = Path(directory)
+        self.timeout = timeout
+        self.clock = clock
+        overrides = overrides or {}
+        self.feeds: dict[str, FeedState] = {
+            spec.name: FeedState(spec, configured_urls(spec, overrides)) for spec in specs
+        }
+        self.snapshots_loaded = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # Matching ------------------------------------------------------------------
+
+    def lookup(self, name: str, ip: Any) -> frozenset[str]:
+        """Tags (``host``/``net``) of the feed's entries holding ``ip``; empty when none or not loaded."""
+        ranges = self.feeds[name].ranges
+        return ranges.lookup(ip) if ranges is not None else frozenset()
+
+    # Health --------------------------------------------------------------------
+
+    def status(self, name: str) -> str:
+        state = self.feeds[name]
+        if not state.enabled:
+            return "disabled"
+        if state.ranges is None or state.fetched_at is None:
+            return "missing"
+        return "stale" if self.clock() - state.fetched_at > state.spec.stale_after else "ok"
+
+    def health(self) -> dict[str, dict[str, Any]]:
+        """Name -> ``{"status", "ageSeconds", "prefixes"}`` (+ ``"error"`` after a failed refresh)."""
+        now = self.clock()
+        report: dict[str, dict[str, Any]] = {}
+        for name, state in self.feeds.items():
+            entry: dict[str, Any] = {
+                "status": self.status(name),
+                "ageSeconds": round(max(0.0, now - state.fetched_at), 1) if state.fetched_at is not None else None,
+                "prefixes": state.ranges.prefixes if state.ranges is not None else 0,
+            }
+            if state.enabled and state.last_error:
+                entry["error"] = state.last_error
+            report[name] = entry
+        return report
+
+    def complete(self) -> bool:
+        """Every enabled feed is loaded and fresh."""
+        return all(self.status(name) in ("ok", "disabled") for name in self.feeds)
+
+    # Lifecycle -----------------------------------------------------------------
+
+    def start(self, *, refresh: bool) -> None:
+        """Load the snapshots and (when ``refresh``) keep the feeds fresh, in the
+        background: the caller does not wait for any of it."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(refresh), name="feeds")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self, refresh: bool) -> None:
+        try:
+            await self.load_snapshots()
+        finally:
+            self.snapshots_loaded.set()
+        if refresh:
+            loops = [self._refresh_loop(state) for state in self.feeds.values() if state.enabled]
+            await asyncio.gather(*loops)
+
+    async def _refresh_loop(self, state: FeedState) -> None:
+        while True:
+            delay = self.next_refresh_in(state)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            try:
+                await self.refresh(state.name)
+            except Exception:  # a bug must not end the loop: the feed would silently go stale
+                log.exception("refreshing feed %s failed unexpectedly", state.name)
+                state.failures += 1
+
+    def next_refresh_in(self, state: FeedState) -> float:
+        """Seconds until the feed should be downloaded again."""
+        if state.failures:
+            return min(state.spec.interval, RETRY_BASE * 2 ** min(state.failures - 1, 16))
+        if state.fetched_at is None:
+            return 0.0
+        return max(0.0, state.fetched_at + state.spec.interval - self.clock())
+
+    # Snapshots -----------------------------------------------------------------
+
+    def snapshot_path(self, name: str) -> Path:
+        return self.directory / f"{name}.txt"
+
+    async def load_snapshots(self) -> None:
+        for state in self.feeds.values():
+            if state.enabled and state.ranges is None:
+                loaded = await asyncio.to_thread(self._read_snapshot, state.spec)
+                if loaded is not None and state.ranges is None:  # a download may have won the race
+                    state.ranges, state.fetched_at = loaded
+
+    def _read_snapshot(self, spec: FeedSpec) -> tuple[AddressRanges[str], float] | None:
+        path = self.snapshot_path(spec.name)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("cannot read feed snapshot %s: %s", path, exc)
+            return None
+        lines = text.splitlines()
+        try:
+            if lines[0] != _SNAPSHOT_MAGIC:
+                raise ValueError("not a feed snapshot")
+            meta = json.loads(lines[1].removeprefix("#"))
+            fetched_at = float(meta["fetchedAt"])
+        except (IndexError, ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring feed snapshot %s: %s", path, exc)
+            return None
+        ranges = build_ranges(lines[2:])
+        if ranges.prefixes < spec.min_prefixes:
+            log.warning(
+                "ignoring feed snapshot %s: %d prefixes, fewer than %d", path, ranges.prefixes, spec.min_prefixes
+            )
+            return None
+        log.info("loaded feed %s from %s (%d prefixes)", spec.name, path, ranges.prefixes)
+        return ranges, fetched_at
+
+    def _write_snapshot(self, state: FeedState, prefixes: list[str], fetched_at: float) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "feed": state.name,
+            "fetchedAt": fetched_at,
+            "sources": list(state.urls or ()),
+            "prefixes": len(prefixes),
+        }
+        fd, tmp = tempfile.mkstemp(prefix=f".{state.name}.", suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(f"{_SNAPSHOT_MAGIC}\n# {json.dumps(meta)}\n")
+                out.write("\n".join(prefixes))
+                out.write("\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.snapshot_path(state.name))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    # Downloads -----------------------------------------------------------------
+
+    async def refresh(self, name: str) -> bool:
+        """Download, validate and install one feed now. ``False`` (and the
+        last good copy kept) when anything about the new copy is wrong."""
+        state = self.feeds[name]
+        if not state.enabled:
+            return False
+        async with state.lock:
+            started = self.clock()
+            try:
+                bodies = [await self._fetch(state.spec, url) for url in state.urls or ()]
+                parsed = await asyncio.to_thread(state.spec.parser, bodies)
+                if len(parsed.prefixes) < state.spec.min_prefixes:
+                    raise formats.FeedFormatError(
+                        f"only {len(parsed.prefixes)} prefixes, fewer than the {state.spec.min_prefixes} expected"
+                    )
+                ranges = await asyncio.to_thread(build_ranges, parsed.prefixes)
+            except (ApiError, formats.FeedFormatError) as exc:
+                state.failures += 1
+                state.last_error = str(exc)
+                log.warning("feed %s not refreshed (keeping the %s copy): %s", name, self.status(name), exc)
+                return False
+            try:
+                await asyncio.to_thread(self._write_snapshot, state, parsed.prefixes, started)
+            except OSError as exc:  # the new copy is good: use it, even if it cannot be kept
+                log.error("cannot store feed snapshot %s: %s", self.snapshot_path(name), exc)
+            state.ranges, state.fetched_at = ranges, started
+            state.failures, state.last_error = 0, None
+            log.info("feed %s refreshed: %d prefixes (%d skipped)", name, ranges.prefixes, parsed.skipped)
+            return True
+
+    async def _fetch(self, spec: FeedSpec, url: str) -> bytes:
+        body = await self._get(spec, url)
+        if spec.locate is not None and body.lstrip()[:1] not in (b"{", b"["):
+            link = spec.locate(body)
+            if link is None:
+                raise formats.FeedFormatError(f"no data link found on {url}")
+            body = await self._get(spec, link)
+        return body
+
+    async def _get(self, spec: FeedSpec, url: str) -> bytes:
+        """GET with redirects followed (a few hops, never from HTTPS down to HTTP)."""
+        for _ in range(MAX_REDIRECTS + 1):
+            response = await self.http.get(
+                url,
+                timeout=self.timeout,
+                max_bytes=spec.max_bytes,
+                what=f"feed {spec.name} ({urlsplit(url).netloc})",
+                source=f"feed:{spec.name}",
+            )
+            if response.status in (301, 302, 303, 307, 308) and response.headers.get("Location"):
+                target = urljoin(url, response.headers["Location"])
+                if urlsplit(url).scheme == "https" and urlsplit(target).scheme != "https":
+                    raise UpstreamError(f"feed {spec.name}: refusing a redirect from HTTPS to {target}")
+                url = target
+                continue
+            if response.status != 200:
+                raise UpstreamError(f"feed {spec.name} answered HTTP {response.status} at {url}")
+            return response.body
+        raise UpstreamError(f"feed {spec.name}: more than {MAX_REDIRECTS} redirects")

@@ -1,0 +1,359 @@
+"""Feeds: each published format, downloads from a local server, validation, snapshots, health."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ipintel.infra import feed_formats as formats
+from ipintel.infra.feeds import DEFAULT_FEEDS, HOST, NET, FeedManager, configured_urls
+from ipintel.infra.upstream import HttpClient
+from tests.support import feeds as f
+from tests.support.feeds import FeedServer, Reply
+
+ip = ipaddress.ip_address
+SPECS = {spec.name: spec for spec in DEFAULT_FEEDS}
+
+
+class Clock:
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[HttpClient]:
+    client = HttpClient(timeout=2.0)
+    await client.start()
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FeedServer]:
+    async with FeedServer() as s:
+        s.serve_world()
+        yield s
+
+
+def temporary_files(directory: Path) -> list[Path]:
+    return [p for p in directory.iterdir() if p.name.endswith(".tmp")]
+
+
+def manager(http: HttpClient, server: FeedServer, directory: Path, **kwargs: object) -> FeedManager:
+    return FeedManager(http, directory, overrides=server.feed_urls(), timeout=2.0, **kwargs)  # type: ignore[arg-type]
+
+
+# Formats ---------------------------------------------------------------------------
+
+
+def test_each_format_parses_its_real_shape() -> None:
+    world = f.world()
+    expected_first = {
+        "tor": f.TOR_EXIT,
+        "aws": "3.5.140.0/22",
+        "gcp": "34.80.0.0/15",
+        "azure": "20.33.0.0/16",
+        "oracle": "129.146.0.0/21",
+        "cloudflare": "173.245.48.0/20",
+        "digitalocean": "104.131.0.0/18",
+        "vpn": "37.19.200.0/24",
+        "datacenter": "5.1.0.0/16",
+    }
+    for name, bodies in world.items():
+        parsed = SPECS[name].parser(bodies)
+        assert parsed.prefixes[0] == expected_first[name], name
+        assert parsed.skipped == 0, name
+        assert len(parsed.prefixes) >= SPECS[name].min_prefixes, name
+    # IPv6 entries come along in every format that has them.
+    assert "2600:1f14::/35" in formats.aws_ip_ranges(world["aws"]).prefixes
+    assert "2600:1900::/35" in formats.google_cloud(world["gcp"]).prefixes
+    assert "2606:4700::/32" in formats.text_list(world["cloudflare"]).prefixes
+    assert "2a02:6ea0:1000::/37" in formats.text_list(world["vpn"]).prefixes
+
+
+def test_azure_prefixes_repeated_under_several_tags_count_once() -> None:
+    parsed = formats.azure_service_tags([f.azure_service_tags(["20.33.0.0/16", "40.64.0.0/24", "2603:1000::/40"])])
+    assert sorted(parsed.prefixes) == ["20.33.0.0/16", "2603:1000::/40", "40.64.0.0/24"]
+
+
+def test_text_list_comments_blank_lines_and_a_few_bad_lines() -> None:
+    body = (
+        b"# Tor exit list\n\n185.220.101.1\n185.220.101.2  # trailing comment\n"
+        + b"".join(f"185.220.100.{i}\n".encode() for i in range(20))
+        + b"not-an-address\n"
+    )
+    parsed = formats.text_list([body])
+    assert parsed.prefixes[:2] == ["185.220.101.1", "185.220.101.2"]
+    assert parsed.skipped == 1
+
+
+def test_geofeed_reads_the_first_column_and_skips_comments() -> None:
+    body = b"# DigitalOcean geofeed\n104.131.0.0/18,US,US-NY,New York,10001\n2604:a880::/32,US,US-NY,New York,\n\n"
+    assert formats.geofeed_csv([body]).prefixes == ["104.131.0.0/18", "2604:a880::/32"]
+
+
+@pytest.mark.parametrize(
+    ("parser", "body"),
+    [
+        (formats.aws_ip_ranges, b'{"syncToken": "1", "prefixes": [{"ip_prefix": "3.5.140.0/22"'),  # truncated
+        (formats.aws_ip_ranges, b'{"syncToken": "1"}'),  # not the document
+        (formats.google_cloud, b"[]"),
+        (formats.azure_service_tags, b"<!DOCTYPE html><html>Service unavailable</html>"),
+        (formats.oracle_cloud, b'{"regions": 5}'),
+        (formats.text_list, b"<html><body>captive portal</body></html>"),
+        (formats.text_list, b"\xff\xfe\x00garbage"),
+        (formats.text_list, b"".join(f"junk line {i}\n".encode() for i in range(50)) + b"1.2.3.4\n"),
+        (formats.geofeed_csv, b"<html></html>"),
+    ],
+)
+def test_bodies_that_are_not_the_format_are_refused(parser: formats.Parser, body: bytes) -> None:
+    with pytest.raises(formats.FeedFormatError):
+        parser([body])
+
+
+def test_absurdly_wide_prefixes_are_junk() -> None:
+    parsed = formats.text_list([b"0.0.0.0/0\n::/0\n" + b"".join(f"45.83.{i}.0/24\n".encode() for i in range(40))])
+    assert "0.0.0.0/0" not in parsed.prefixes and "::/0" not in parsed.prefixes
+    assert parsed.skipped == 2
+
+
+def test_azure_download_link_is_found_on_the_page() -> None:
+    page = f.azure_download_page(
+        "https://download.microsoft.com/download/7/1/d/71d86715-5596-4529-9b13-da13a5de5b63/ServiceTags_Public_20240101.json"
+    )
+    assert formats.azure_download_link(page).endswith("ServiceTags_Public_20240101.json")
+    assert formats.azure_download_link(b"<html>nothing here</html>") is None
+
+
+def test_configured_urls() -> None:
+    spec = SPECS["cloudflare"]
+    assert configured_urls(spec, {}) == spec.urls
+    assert configured_urls(spec, {"cloudflare": None}) is None
+    assert configured_urls(spec, {"cloudflare": "http://a/v4 | http://a/v6"}) == ("http://a/v4", "http://a/v6")
+    assert configured_urls(spec, {"cloudflare": "http://a/v4 http://a/v6"}) == ("http://a/v4", "http://a/v6")
+
+
+# Downloads, validation, snapshots ------------------------------------------------------
+
+
+async def test_refresh_downloads_every_feed_and_stores_snapshots(
+    http: HttpClient, server: FeedServer, tmp_path: Path
+) -> None:
+    feeds = manager(http, server, tmp_path)
+    assert {h["status"] for h in feeds.health().values()} == {"missing"}
+    for name in feeds.feeds:
+        assert await feeds.refresh(name), feeds.health()[name]
+    health = feeds.health()
+    assert {h["status"] for h in health.values()} == {"ok"}
+    assert health["tor"]["prefixes"] == 151 and health["tor"]["ageSeconds"] is not None
+    assert feeds.lookup("tor", ip(f.TOR_EXIT)) == {HOST}
+    assert feeds.lookup("aws", ip(f.AWS_ADDRESS)) == {NET}
+    assert feeds.lookup("aws", ip(f.AWS_V6_ADDRESS)) == {NET}
+    assert feeds.lookup("vpn", ip(f.VPN_SERVER_ADDRESS)) == {HOST}
+    assert feeds.lookup("aws", ip("81.2.69.160")) == frozenset()
+    for name in feeds.feeds:
+        assert (tmp_path / f"{name}.txt").is_file()
+    assert server.hits["/cloudflare/0"] == 1 and server.hits["/cloudflare/1"] == 1  # v4 and v6 files
+
+
+async def test_restart_without_network_starts_from_the_last_good_copy(
+    http: HttpClient, server: FeedServer, tmp_path: Path
+) -> None:
+    clock = Clock()
+    first = manager(http, server, tmp_path, clock=clock)
+    for name in first.feeds:
+        assert await first.refresh(name)
+    await server.stop()  # the network is gone
+
+    clock.now += 600
+    second = manager(http, server, tmp_path, clock=clock)
+    second.start(refresh=True)
+    await asyncio.wait_for(second.snapshots_loaded.wait(), 10)
+    try:
+        assert second.lookup("tor", ip(f.TOR_EXIT)) == {HOST}
+        assert second.lookup("gcp", ip(f.GCP_ADDRESS)) == {NET}
+        health = second.health()
+        assert {h["status"] for h in health.values()} == {"ok"}
+        assert health["tor"]["ageSeconds"] == 600.0  # the age of the data, not of the process
+        assert health["azure"]["prefixes"] == first.health()["azure"]["prefixes"]
+    finally:
+        await second.close()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Reply(
+            b'{"syncToken": "2", "prefixes": [{"ip_prefix": "3.5.140.0/22"}, {"ip_pre', content_type="application/json"
+        ),
+        Reply(f.aws_ip_ranges(["3.5.140.0/22"]), content_type="application/json"),  # parses to almost nothing
+        Reply(b"<html><body>Service Unavailable</body></html>", content_type="text/html"),
+        Reply(b"", status=503),
+        Reply(f.aws_ip_ranges(["3.5.140.0/22", *f.fillers("52.0.0.0/10", 1100, 24)]), truncate=4000),
+    ],
+    ids=["truncated-json", "too-few", "html", "http-503", "connection-cut"],
+)
+async def test_a_bad_download_never_replaces_a_good_copy(
+    http: HttpClient, server: FeedServer, tmp_path: Path, bad: Reply
+) -> None:
+    feeds = manager(http, server, tmp_path)
+    assert await feeds.refresh("aws")
+    snapshot = (tmp_path / "aws.txt").read_bytes()
+
+    server.set("/aws/0", bad)
+    assert not await feeds.refresh("aws")
+    assert feeds.lookup("aws", ip(f.AWS_ADDRESS)) == {NET}
+    health = feeds.health()["aws"]
+    assert health["status"] == "ok" and health["prefixes"] > 1000
+    assert health["error"]
+    assert (tmp_path / "aws.txt").read_bytes() == snapshot
+    assert not temporary_files(tmp_path)  # none left behind
+
+    server.serve("aws", f.world()["aws"])  # the source recovers
+    assert await feeds.refresh("aws")
+    assert "error" not in feeds.health()["aws"]
+
+
+async def test_a_corrupt_snapshot_is_ignored(http: HttpClient, server: FeedServer, tmp_path: Path) -> None:
+    (tmp_path / "tor.txt").write_text('# ipintel feed snapshot v1\n# {"fetchedAt": 1}\n1.2.3.4\n')  # too few
+    (tmp_path / "aws.txt").write_text("not a snapshot\n")
+    feeds = manager(http, server, tmp_path)
+    await feeds.load_snapshots()
+    assert feeds.health()["tor"]["status"] == "missing"
+    assert feeds.health()["aws"]["status"] == "missing"
+
+
+async def test_a_body_over_the_feed_cap_is_refused(http: HttpClient, server: FeedServer, tmp_path: Path) -> None:
+    spec = SPECS["cloudflare"]
+    server.set("/cloudflare/0", Reply(b"1.1.1.0/24\n" * (spec.max_bytes // 11 + 1)))
+    feeds = manager(http, server, tmp_path)
+    assert not await feeds.refresh("cloudflare")
+    assert "over" in feeds.health()["cloudflare"]["error"]
+
+
+async def test_a_slow_feed_times_out(http: HttpClient, server: FeedServer, tmp_path: Path) -> None:
+    server.set("/tor/0", Reply(f.world()["tor"][0], delay=1.0))
+    feeds = FeedManager(http, tmp_path, overrides=server.feed_urls(), timeout=0.2)
+    assert not await asyncio.wait_for(feeds.refresh("tor"), 2)
+    assert "0.2 s" in feeds.health()["tor"]["error"]
+
+
+async def test_redirects_are_followed(http: HttpClient, server: FeedServer, tmp_path: Path) -> None:
+    server.set("/moved", Reply(status=301, headers={"Location": "/tor/0"}))
+    feeds = FeedManager(http, tmp_path, overrides={"tor": server.url("/moved")}, timeout=2.0)
+    assert await feeds.refresh("tor")
+    assert feeds.lookup("tor", ip(f.TOR_EXIT)) == {HOST}
+
+
+async def test_azure_page_leads_to_the_weekly_file(http: HttpClient, server: FeedServer, tmp_path: Path) -> None:
+    # The real page links download.microsoft.com; the parser only follows such links, so the
+    # test serves a page whose link is that shape and rewrites nothing: it checks the page is
+    # read and the link followed by pointing the weekly file's URL at the local server.
+    weekly = "/download/7/1/d/abc/ServiceTags_Public_20240101.json"
+    server.set(weekly, Reply(f.world()["azure"][0], content_type="application/json"))
+    server.set(
+        "/azure-page", Reply(f.azure_download_page("https://download.microsoft.com" + weekly), content_type="text/html")
+    )
+
+    def local_link(page: bytes) -> str | None:
+        link = formats.azure_download_link(page)
+        return link.replace("https://download.microsoft.com", server.base) if link else None
+
+    spec = SPECS["azure"]
+    feeds = FeedManager(
+        http,
+        tmp_path,
+        overrides={"azure": server.url("/azure-page")},
+        specs=[replace(spec, locate=local_link)],
+        timeout=2.0,
+    )
+    assert await feeds.refresh("azure")
+    assert feeds.lookup("azure", ip(f.AZURE_ADDRESS)) == {NET}
+    assert server.hits[weekly] == 1
+
+    server.set("/azure-page", Reply(b"<html>no link today</html>", content_type="text/html"))
+    assert not await feeds.refresh("azure")
+    assert "no data link" in feeds.health()["azure"]["error"]
+
+
+# Health and scheduling --------------------------------------------------------------------
+
+
+async def test_health_turns_stale_then_disabled_feeds_say_so(
+    http: HttpClient, server: FeedServer, tmp_path: Path
+) -> None:
+    clock = Clock()
+    feeds = FeedManager(http, tmp_path, overrides={**server.feed_urls(), "oracle": None}, timeout=2.0, clock=clock)
+    assert await feeds.refresh("tor")
+    assert feeds.health()["tor"]["status"] == "ok"
+    assert feeds.health()["oracle"] == {"status": "disabled", "ageSeconds": None, "prefixes": 0}
+    assert not await feeds.refresh("oracle")
+
+    clock.now += SPECS["tor"].stale_after + 1
+    assert feeds.health()["tor"]["status"] == "stale"
+    assert feeds.lookup("tor", ip(f.TOR_EXIT)) == {HOST}  # stale data is still used
+    assert not feeds.complete()
+
+
+async def test_refresh_schedule(http: HttpClient, server: FeedServer, tmp_path: Path) -> None:
+    clock = Clock()
+    feeds = manager(http, server, tmp_path, clock=clock)
+    state = feeds.feeds["tor"]
+    assert feeds.next_refresh_in(state) == 0  # nothing loaded: now
+    assert await feeds.refresh("tor")
+    assert feeds.next_refresh_in(state) == SPECS["tor"].interval
+    clock.now += 1000
+    assert feeds.next_refresh_in(state) == SPECS["tor"].interval - 1000
+    server.set("/tor/0", Reply(b"", status=500))
+    for expected in (60, 120, 240, 480, 960, 1920, 3600, 3600):  # backs off, never past the interval
+        assert not await feeds.refresh("tor")
+        assert feeds.next_refresh_in(state) == expected
+
+
+async def test_background_refresh_starts_at_once_and_stops_on_close(
+    http: HttpClient, server: FeedServer, tmp_path: Path
+) -> None:
+    feeds = manager(http, server, tmp_path)
+    feeds.start(refresh=True)
+    try:
+        async with asyncio.timeout(20):
+            while not feeds.complete():  # noqa: ASYNC110 - watching the manager from outside
+                await asyncio.sleep(0.02)
+    finally:
+        await feeds.close()
+    assert all(server.hits[p] == 1 for p in server.replies)  # one download each: the next is hours away
+
+
+async def test_refresh_off_loads_snapshots_and_downloads_nothing(
+    http: HttpClient, server: FeedServer, tmp_path: Path
+) -> None:
+    first = manager(http, server, tmp_path)
+    assert await first.refresh("vpn")
+    server.hits.clear()
+    feeds = manager(http, server, tmp_path)
+    feeds.start(refresh=False)
+    await asyncio.wait_for(feeds.snapshots_loaded.wait(), 10)
+    await asyncio.sleep(0.1)
+    await feeds.close()
+    assert feeds.lookup("vpn", ip(f.VPN_RANGE_ADDRESS)) == {NET}
+    assert feeds.health()["tor"]["status"] == "missing"
+    assert sum(server.hits.values()) == 0
+
+
+async def test_snapshot_format(http: HttpClient, server: FeedServer, tmp_path: Path) -> None:
+    feeds = manager(http, server, tmp_path)
+    assert await feeds.refresh("cloudflare")
+    lines = (tmp_path / "cloudflare.txt").read_text().splitlines()
+    assert lines[0] == "# ipintel feed snapshot v1"
+    meta = json.loads(lines[1].removeprefix("#"))
+    assert meta["feed"] == "cloudflare" and meta["prefixes"] == 22 and len(meta["sources"]) == 2
+    assert lines[2:] == f.CLOUDFLARE_V4 + f.CLOUDFLARE_V6
