@@ -142,6 +142,25 @@ async def test_redirect_loop_is_detected(whois_settings: Settings, rdap: RdapSer
     assert rdap.hits[rdap.ip_path("arin", ip)] == 1
 
 
+@pytest.mark.parametrize("content_type", ["application/json", "application/rdap+json; charset=utf-8"])
+async def test_plain_json_and_parameters_are_accepted(
+    whois_settings: Settings, rdap: RdapServer, content_type: str
+) -> None:
+    rdap.set(rdap.ip_path("lacnic", "200.7.85.1"), Reply.json(rdap_fixture("lacnic"), content_type=content_type))
+    async with running_app(whois_settings) as client:
+        response = await client.get("/whois/200.7.85.1")
+    assert response.status_code == 200
+    assert response.json()["data"]["registrant"] == "EJEMPLO SOCIEDAD ANONIMA"
+
+
+async def test_redirect_to_a_non_http_url_is_refused(whois_settings: Settings, rdap: RdapServer) -> None:
+    rdap.set(rdap.ip_path("arin", "23.5.5.5"), Reply.redirect("ftp://rdap.example.net/ip/23.5.5.5"))
+    async with running_app(whois_settings) as client:
+        response = await client.get("/whois/23.5.5.5")
+    assert response.status_code == 502
+    assert "non-HTTP" in response.json()["error"]["message"]
+
+
 async def test_redirect_without_location_is_an_upstream_error(whois_settings: Settings, rdap: RdapServer) -> None:
     rdap.set(rdap.ip_path("arin", "23.3.3.3"), Reply(status=302, body=b"", content_type=None))
     async with running_app(whois_settings) as client:

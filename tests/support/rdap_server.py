@@ -172,9 +172,10 @@ class RdapServer:
                     await response.write(reply.body[start : start + step])
                 await response.write_eof()
                 return response
-            return web.Response(
-                status=reply.status, body=reply.body, content_type=reply.content_type, headers=dict(reply.headers)
-            )
+            headers = dict(reply.headers)
+            if reply.content_type:  # as given, parameters included (aiohttp would refuse a charset here)
+                headers["Content-Type"] = reply.content_type
+            return web.Response(status=reply.status, body=reply.body, headers=headers)
         finally:
             self.in_flight -= 1
 
