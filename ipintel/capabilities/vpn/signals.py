@@ -1,0 +1,64 @@
+"""What a detection source reports: signals, and the one interface every source implements.
+
+A signal is one piece of evidence about an address: *what* it suggests
+(:class:`Kind`), *how strong* it is (:class:`Strength`) and a short
+machine-readable ``reason`` that ends up in the answer (``"tor-exit"``,
+``"cloud:aws"``, ``"asn-hosting:AS16509"``). Sources never decide the
+verdict; :mod:`.verdict` combines what they found, so adding a source is one
+module implementing :class:`SignalSource` and one line where the sources are
+listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+from typing import Protocol
+
+from ipintel.addresses import IPAddress
+
+
+class Kind(Enum):
+    """What a signal is evidence of. Each answer flag reads its own kinds."""
+
+    VPN = "vpn"  # a VPN service's address or network
+    PROXY = "proxy"  # a public or residential proxy
+    TOR = "tor"  # a Tor exit (also a proxy)
+    HOSTING = "hosting"  # a datacenter or cloud network
+    MOBILE = "mobile"  # a cellular network
+
+
+class Strength(IntEnum):
+    """How much a signal proves, strongest last (so ``max`` picks the best)."""
+
+    HEURISTIC = 1  # a guess from names (reverse-DNS keywords)
+    NETWORK = 2  # the address falls in a prefix or AS of such an operator
+    EXACT = 3  # the exact address is on a primary list (Tor exits, the Anonymous-IP database)
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    kind: Kind
+    strength: Strength
+    reason: str
+
+
+class SignalSource(Protocol):
+    """Looks an address up in one body of evidence.
+
+    ``local`` sources answer from memory (databases, feeds, shipped files):
+    they are awaited in turn, which costs a few microseconds. The others do
+    I/O (a PTR query) and are run concurrently. ``complete()`` says whether
+    every dataset the source relies on is loaded and fresh: a negative
+    verdict is only as good as the sources that could have contradicted it."""
+
+    name: str
+    local: bool
+
+    async def signals(self, ip: IPAddress) -> Sequence[Signal]:
+        """The evidence about ``ip``; empty when there is none. Never raises
+        for a data or network problem: a failing source is no evidence."""
+        ...
+
+    def complete(self) -> bool: ...
