@@ -24,6 +24,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ipintel.api import blacklist as blacklist_api
 from ipintel.api import cidr as cidr_api
 from ipintel.api import dns as dns_api
 from ipintel.api import geoip as geoip_api
@@ -44,6 +45,7 @@ ENDPOINTS: list[Endpoint] = [
     *geoip_api.ENDPOINTS,
     *whois_api.ENDPOINTS,
     *dns_api.ENDPOINTS,
+    *blacklist_api.ENDPOINTS,
     *cidr_api.ENDPOINTS,
 ]
 

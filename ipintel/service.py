@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from ipintel import addresses
-from ipintel.capabilities import cidr, dns, geoip, whois
+from ipintel.capabilities import blacklist, cidr, dns, geoip, reputation, whois
 from ipintel.capabilities.asn import AsnSource, MmdbAsnSource
 from ipintel.capabilities.cymru import CymruAsnSource
 from ipintel.infra import cache
@@ -53,6 +53,17 @@ class Intel:
         self.resolver = resolver or Resolver(settings.dns_servers, settings.dns_timeout, stats=http.stats)
         # The IANA RDAP bootstrap files, fetched on the first /whois and refreshed daily.
         self.rdap_bootstrap = rdap_bootstrap or RdapBootstrap(settings.rdap_bootstrap_url, http)
+        # DNSBL zones (Spamhaus through DQS when keyed), their RFC 5782 self-tests in the background,
+        # and the reputation database: the sources of /blacklist (SPEC 3.5).
+        self.dnsbl_zones = blacklist.build_zones(settings.dnsbl_zones, settings.spamhaus_dqs_key)
+        self.dnsbl_tests = blacklist.SelfTests(self.dnsbl_zones, resolver=self.resolver, timeout=settings.dns_timeout)
+        self.reputation = reputation.ReputationClient(
+            http,
+            stopforumspam_url=settings.reputation_url,
+            abuseipdb_url=settings.abuseipdb_url,
+            abuseipdb_key=settings.abuseipdb_key,
+            max_timeout=settings.upstream_timeout,
+        )
         # One cache per endpoint family (SPEC 4), shared by REST and MCP; /metrics reads cache.stats(caches).
         self.caches = caches if caches is not None else cache.new_caches(settings.cache_max_entries)
         self._geo_generation = 0
@@ -89,8 +100,10 @@ class Intel:
         self.databases.load()
         await self.http.start()
         await self.resolver.start()
+        self.dnsbl_tests.start()  # background: never delays start-up nor a request
 
     async def close(self) -> None:
+        await self.dnsbl_tests.close()
         await self.resolver.close()
         await self.http.close()
         self.databases.close()
@@ -162,6 +175,23 @@ class Intel:
     async def reverse_dns(self, ip: str) -> dict[str, Any]:
         """PTR records (SPEC 3.4) of any address given as text (no reserved-range check)."""
         return await dns.reverse(addresses.parse_ip(ip), resolver=self.resolver)
+
+    async def check_blacklist(self, ip: str) -> dict[str, Any]:
+        """Blacklist record (SPEC 3.5) of a public IPv4 address given as text; not cached here.
+
+        ``blacklist.is_definitive(result)`` (no source ``unavailable``) says
+        whether a result may be cached (SPEC 4)."""
+        address = blacklist.public_ipv4(ip)
+        return await blacklist.check(
+            address,
+            zones=self.dnsbl_zones,
+            resolver=self.resolver,
+            tests=self.dnsbl_tests,
+            reputation=self.reputation,
+            reputation_name=self.reputation.name,
+            deadline=self.settings.blacklist_deadline,
+            dns_timeout=self.settings.dns_timeout,
+        )
 
     async def calculate_cidr(self, range_: str) -> dict[str, Any]:
         """CIDR arithmetic (SPEC 3.6); never cached, it is cheaper than a cache lookup."""
