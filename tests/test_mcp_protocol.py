@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from ipintel.addresses import IPAddress
-from ipintel.api.mcp import OriginPolicy
+from ipintel.api.mcp import _DRAIN_BYTES, OriginPolicy
 from ipintel.api.mcp_protocol import MAX_BATCH
 from ipintel.capabilities.asn import AsnInfo
 from ipintel.service import Intel
@@ -411,16 +411,17 @@ async def test_a_body_over_the_limit_is_413(settings: Settings) -> None:
     assert at_limit.status_code == 200
 
 
-async def test_a_streamed_body_is_refused_once_it_passes_the_limit_without_reading_the_rest(
+async def test_a_streamed_body_is_refused_once_it_passes_the_limit_and_not_read_to_its_end(
     settings: Settings,
 ) -> None:
-    """No Content-Length: the server counts bytes as they arrive and stops at the limit."""
+    """No Content-Length: the server counts bytes as they arrive, keeps none past the limit, and drops at
+    most a bounded drain more (so that the client can read the 413) instead of reading all 50 MiB."""
     settings = settings.replace(max_body_bytes=64 * 1024)
     sent = 0
+    chunk = b"[" + b"0," * 4096
 
     async def endless() -> AsyncIterator[bytes]:
         nonlocal sent
-        chunk = b"[" + b"0," * 4096
         while sent < 50 * 1024 * 1024:  # 50 MiB: far more than anyone should read
             sent += len(chunk)
             yield chunk
@@ -428,7 +429,26 @@ async def test_a_streamed_body_is_refused_once_it_passes_the_limit_without_readi
     async with running_app(settings) as client:
         response = await client.post("/mcp", content=endless(), headers=JSON_HEADERS)
     assert response.status_code == 413
-    assert sent < 2 * 64 * 1024, f"the server read {sent} bytes of a body over a 64 KiB limit"
+    assert answers_of(response)["error"]["code"] == -32000
+    assert sent <= 64 * 1024 + _DRAIN_BYTES + 2 * len(chunk), f"the server read {sent} bytes of a 50 MiB body"
+
+
+async def test_a_declared_length_far_over_the_limit_is_refused_before_reading(settings: Settings) -> None:
+    settings = settings.replace(max_body_bytes=4096)
+    sent = 0
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal sent
+        for _ in range(1000):
+            sent += 8192
+            yield b" " * 8192
+
+    async with running_app(settings) as client:
+        request = client.build_request("POST", "/mcp", content=body(), headers=JSON_HEADERS)
+        request.headers["content-length"] = str(4096 + _DRAIN_BYTES + 1)
+        response = await client.send(request)
+    assert response.status_code == 413
+    assert sent <= 8192, f"the server read {sent} bytes of a body it had already refused"
 
 
 # Accept: SSE only for clients that accept nothing else -------------------------------------------------------------

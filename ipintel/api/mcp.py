@@ -16,14 +16,16 @@ with a JSON-RPC error body.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
@@ -110,17 +112,39 @@ def _encode(answer: Any) -> bytes:
     return json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+# After refusing an oversized body, up to this much more of it is read and thrown away (within
+# _DRAIN_SECONDS) before the 413 goes out. A client that writes its whole body before reading
+# (httpx, most SDKs) would otherwise meet a connection reset instead of the answer, because the
+# server closes a connection whose body it left unread. Memory stays bounded: nothing is kept.
+_DRAIN_BYTES = 4 * 1024 * 1024
+_DRAIN_SECONDS = 2.0
+
+
 async def _read_limited(request: Request, limit: int) -> bytes | None:
-    """The body, or ``None`` as soon as it would exceed ``limit``: never more than the limit is buffered."""
+    """The body, or ``None`` once it would exceed ``limit``: never more than ``limit`` bytes are kept."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
+        if int(declared) <= limit + _DRAIN_BYTES:
+            await _discard(request.stream(), _DRAIN_BYTES)
         return None
     body = bytearray()
-    async for chunk in request.stream():
+    chunks = request.stream()
+    async for chunk in chunks:
         if len(body) + len(chunk) > limit:
+            await _discard(chunks, _DRAIN_BYTES)
             return None
         body += chunk
     return bytes(body)
+
+
+async def _discard(chunks: AsyncIterator[bytes], budget: int) -> None:
+    """Read and drop what is left of a refused body, up to ``budget`` bytes and ``_DRAIN_SECONDS``."""
+    with contextlib.suppress(TimeoutError, ClientDisconnect):
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for chunk in chunks:
+                budget -= len(chunk)
+                if budget < 0:
+                    return
 
 
 def _no_limit(scope: str) -> None:
