@@ -30,6 +30,7 @@ from ipintel.api import dns as dns_api
 from ipintel.api import geoip as geoip_api
 from ipintel.api import mcp as mcp_api
 from ipintel.api import ops
+from ipintel.api import vpn as vpn_api
 from ipintel.api import whois as whois_api
 from ipintel.api.rest import Endpoint
 from ipintel.openapi import build_document, load_schema
@@ -43,6 +44,7 @@ log = logging.getLogger("ipintel")
 # Every REST endpoint of the service, in the order the OpenAPI document lists them.
 ENDPOINTS: list[Endpoint] = [
     *geoip_api.ENDPOINTS,
+    *vpn_api.ENDPOINTS,
     *whois_api.ENDPOINTS,
     *dns_api.ENDPOINTS,
     *blacklist_api.ENDPOINTS,

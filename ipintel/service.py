@@ -14,10 +14,11 @@ import time
 from typing import Any
 
 from ipintel import addresses
-from ipintel.capabilities import blacklist, cidr, dns, geoip, reputation, whois
+from ipintel.capabilities import blacklist, cidr, dns, geoip, reputation, vpn, whois
 from ipintel.capabilities.asn import AsnSource, MmdbAsnSource
 from ipintel.capabilities.cymru import CymruAsnSource
 from ipintel.infra import cache
+from ipintel.infra.feeds import FeedManager
 from ipintel.infra.mmdb import GeoDatabases
 from ipintel.infra.rdap_bootstrap import RdapBootstrap
 from ipintel.infra.resolver import Resolver
@@ -42,6 +43,7 @@ class Intel:
         caches: dict[str, cache.Cache] | None = None,
         resolver: Resolver | None = None,
         rdap_bootstrap: RdapBootstrap | None = None,
+        feeds: FeedManager | None = None,
     ) -> None:
         self.settings = settings
         self.databases = databases
@@ -53,6 +55,20 @@ class Intel:
         self.resolver = resolver or Resolver(settings.dns_servers, settings.dns_timeout, stats=http.stats)
         # The IANA RDAP bootstrap files, fetched on the first /whois and refreshed daily.
         self.rdap_bootstrap = rdap_bootstrap or RdapBootstrap(settings.rdap_bootstrap_url, http)
+        # Address feeds of VPN detection (Tor exits, cloud ranges, VPN and datacenter lists): loaded and
+        # refreshed in the background, kept in <data_dir>/feeds so that a restart works offline. Feeds are
+        # megabytes, so a download may take 6x IPINTEL_UPSTREAM_TIMEOUT (30 s by default).
+        self.feeds = feeds or FeedManager(
+            http, settings.data_dir / "feeds", overrides=settings.feed_urls, timeout=6 * settings.upstream_timeout
+        )
+        # The signal sources of /ip/{ip}/vpn (SPEC 3.2), strongest first.
+        self.vpn_sources: list[vpn.SignalSource] = [
+            vpn.AnonymousIpSource(databases.anonymous),
+            vpn.ConnectionTypeSource(databases.connection),
+            vpn.FeedSource(self.feeds),
+            vpn.AsnClassSource(asn_source, vpn.AsnClasses.shipped(), local=isinstance(asn_source, MmdbAsnSource)),
+            vpn.PtrKeywordSource(self.resolver, timeout=min(settings.dns_timeout, 1.0)),
+        ]
         # DNSBL zones (Spamhaus through DQS when keyed), their RFC 5782 self-tests in the background,
         # and the reputation database: the sources of /blacklist (SPEC 3.5).
         self.dnsbl_zones = blacklist.build_zones(settings.dnsbl_zones, settings.spamhaus_dqs_key)
@@ -100,9 +116,11 @@ class Intel:
         self.databases.load()
         await self.http.start()
         await self.resolver.start()
+        self.feeds.start(refresh=self.settings.feeds_enabled)  # background: the service answers at once
         self.dnsbl_tests.start()  # background: never delays start-up nor a request
 
     async def close(self) -> None:
+        await self.feeds.close()
         await self.dnsbl_tests.close()
         await self.resolver.close()
         await self.http.close()
@@ -122,7 +140,15 @@ class Intel:
                 "buildEpoch": db.build_epoch,
                 **({"error": db.last_error} if db.last_error else {}),
             }
+        # Feeds are reported, but readiness does not depend on them: a verdict without them is
+        # still an answer, with lower confidence.
+        for name, health in self.feed_health().items():
+            checks[f"feed_{name}"] = health
         return checks
+
+    def feed_health(self) -> dict[str, dict[str, Any]]:
+        """Each feed: ``{"status": "ok"|"stale"|"missing"|"disabled", "ageSeconds", "prefixes"}``."""
+        return self.feeds.health()
 
     # Capabilities ------------------------------------------------------------
 
@@ -192,6 +218,11 @@ class Intel:
             deadline=self.settings.blacklist_deadline,
             dns_timeout=self.settings.dns_timeout,
         )
+
+    async def detect_vpn(self, ip: str) -> dict[str, Any]:
+        """VPN/proxy/Tor/hosting/mobile verdict (SPEC 3.2) of a public address, with its reasons."""
+        address = addresses.parse_public_ip(ip)
+        return await vpn.detect_vpn(address, self.vpn_sources)
 
     async def calculate_cidr(self, range_: str) -> dict[str, Any]:
         """CIDR arithmetic (SPEC 3.6); never cached, it is cheaper than a cache lookup."""
