@@ -8,6 +8,8 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ipintel.capabilities.asn import AsnInfo
 from ipintel.capabilities.cymru import (
@@ -48,6 +50,7 @@ def test_origin_takes_the_most_specific_prefix_then_the_first_asn() -> None:
     ]
     assert parse_origin(texts, ip("8.8.8.8")) == Origin(15169, ipaddress.ip_network("8.8.8.0/24"))
     assert parse_origin(["| 8.8.8.0/24 | US"], ip("8.8.8.8")) is None
+    assert parse_origin(["²³ | 8.8.8.0/24 | US"], ip("8.8.8.8")) is None  # digits, but not ASCII ones
     assert parse_origin([], ip("8.8.8.8")) is None
 
 
@@ -209,3 +212,20 @@ async def test_geoip_succeeds_with_null_asn_fields_when_cymru_fails(
     assert (data["asn"], data["org"], data["isp"]) == (None, None, None)
     assert data["city"] == "Mountain View"
     assert time.perf_counter() - started < 1.5
+
+
+# Cymru's TXT strings are input from the network: no text may make parsing raise.
+
+_cymru_like = st.lists(
+    st.one_of(st.text(max_size=40), st.sampled_from(["15169", "8.8.8.0/24", "2001:4860::/32", "US", " - ", ", US"])),
+    max_size=6,
+).map(" | ".join)
+
+
+@given(texts=st.lists(_cymru_like, max_size=4))
+def test_parsing_never_raises(texts: list[str]) -> None:
+    origin = parse_origin(texts, ip("8.8.8.8"))
+    assert origin is None or ip("8.8.8.8") in origin.prefix
+    name = parse_as_name(texts, 15169)
+    org = organisation(name)
+    assert org is None or (org.strip() == org and org)

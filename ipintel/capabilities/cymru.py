@@ -66,7 +66,7 @@ def parse_origin(texts: list[str], ip: IPAddress) -> Origin | None:
         fields = [f.strip() for f in text.split("|")]
         if len(fields) < 2:
             continue
-        numbers = [int(n) for n in fields[0].split() if n.isdigit() and 0 < int(n) < 2**32]
+        numbers = [int(n) for n in fields[0].split() if n.isascii() and n.isdigit() and 0 < int(n) < 2**32]
         try:
             prefix = ipaddress.ip_network(fields[1], strict=False)
         except ValueError:
