@@ -191,32 +191,53 @@ class Intel:
     async def whois_ip(self, ip: str) -> dict[str, Any]:
         """Registry record (SPEC 3.3) of a public address, from its registry's RDAP service."""
         address = addresses.parse_public_ip(ip)
-        return await whois.lookup(address, http=self.http, bootstrap=self.rdap_bootstrap)
+        return await self.caches["whois"].get_or_load(
+            str(address),
+            lambda: whois.lookup(address, http=self.http, bootstrap=self.rdap_bootstrap),
+            ttl=cache.WHOIS_TTL,  # 7 days; an RDAP 404 5 minutes
+            error_ttl=cache.negative_error_ttl,
+        )
 
     async def lookup_dns(self, domain: str, type: str | None = "A") -> dict[str, Any]:
         """DNS records (SPEC 3.4) of a domain given as text; ``type`` in any case, default A."""
         name = addresses.parse_domain(domain)
-        return await dns.lookup(name, dns.parse_record_type(type), resolver=self.resolver)
+        rdtype = dns.parse_record_type(type)
+        return await self.caches["dns"].get_or_load(
+            ("dns", name, rdtype),
+            lambda: dns.lookup(name, rdtype, resolver=self.resolver),
+            ttl=cache.dns_ttl,  # 5 minutes, never past the records' own TTL; NXDOMAIN 5 minutes
+            error_ttl=cache.negative_error_ttl,
+        )
 
     async def reverse_dns(self, ip: str) -> dict[str, Any]:
         """PTR records (SPEC 3.4) of any address given as text (no reserved-range check)."""
-        return await dns.reverse(addresses.parse_ip(ip), resolver=self.resolver)
+        address = addresses.parse_ip(ip)
+        return await self.caches["dns"].get_or_load(
+            ("ptr", str(address)),
+            lambda: dns.reverse(address, resolver=self.resolver),
+            ttl=cache.dns_ttl,
+            error_ttl=cache.negative_error_ttl,
+        )
 
     async def check_blacklist(self, ip: str) -> dict[str, Any]:
-        """Blacklist record (SPEC 3.5) of a public IPv4 address given as text; not cached here.
+        """Blacklist record (SPEC 3.5) of a public IPv4 address given as text.
 
-        ``blacklist.is_definitive(result)`` (no source ``unavailable``) says
-        whether a result may be cached (SPEC 4)."""
+        Cached 1 h only when definitive (no source ``unavailable``, SPEC 4;
+        the rule of ``blacklist.is_definitive``)."""
         address = blacklist.public_ipv4(ip)
-        return await blacklist.check(
-            address,
-            zones=self.dnsbl_zones,
-            resolver=self.resolver,
-            tests=self.dnsbl_tests,
-            reputation=self.reputation,
-            reputation_name=self.reputation.name,
-            deadline=self.settings.blacklist_deadline,
-            dns_timeout=self.settings.dns_timeout,
+        return await self.caches["blacklist"].get_or_load(
+            str(address),
+            lambda: blacklist.check(
+                address,
+                zones=self.dnsbl_zones,
+                resolver=self.resolver,
+                tests=self.dnsbl_tests,
+                reputation=self.reputation,
+                reputation_name=self.reputation.name,
+                deadline=self.settings.blacklist_deadline,
+                dns_timeout=self.settings.dns_timeout,
+            ),
+            ttl=cache.blacklist_ttl,  # 1 hour when definitive, else not at all
         )
 
     async def detect_vpn(self, ip: str) -> dict[str, Any]:

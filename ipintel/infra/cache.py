@@ -44,6 +44,7 @@ WHOIS_TTL = 7 * DAY  # /whois/:ip
 BLACKLIST_TTL = HOUR  # /blacklist/:ip, definitive verdicts only
 DNS_MAX_TTL = 5 * MINUTE  # /dns/...: and never past the records' own TTL
 NEGATIVE_TTL = 5 * MINUTE  # NXDOMAIN and RDAP 404, cached as errors
+INCOMPLETE_TTL = 5 * MINUTE  # a VPN verdict made while a feed was missing or stale
 
 # The caches Intel owns; the names are also the ``cache`` label in /metrics.
 CACHE_NAMES = ("geoip", "whois", "blacklist", "dns")
