@@ -243,7 +243,16 @@ class Intel:
     async def detect_vpn(self, ip: str) -> dict[str, Any]:
         """VPN/proxy/Tor/hosting/mobile verdict (SPEC 3.2) of a public address, with its reasons."""
         address = addresses.parse_public_ip(ip)
-        return await vpn.detect_vpn(address, self.vpn_sources)
+        return await self.caches["geoip"].get_or_load(
+            self._geo_key("vpn", address),
+            lambda: vpn.detect_vpn(address, self.vpn_sources),
+            ttl=self._vpn_ttl,
+        )
+
+    def _vpn_ttl(self, verdict: dict[str, Any]) -> float:
+        """24 h (SPEC 4), but only 5 minutes while a feed is missing or stale (just
+        after a first start, say): a verdict made without them should not outlive them."""
+        return cache.GEOIP_TTL if self.feeds.complete() else cache.INCOMPLETE_TTL
 
     async def calculate_cidr(self, range_: str) -> dict[str, Any]:
         """CIDR arithmetic (SPEC 3.6); never cached, it is cheaper than a cache lookup."""
