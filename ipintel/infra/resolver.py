@@ -65,6 +65,8 @@ _FIRST_TRY_SHARE = 1 / (2**_TRIES - 1)
 _MIN_TRY_SECONDS = 0.25  # c-ares's own floor
 # A query that c-ares abandons with less than this left of our deadline is not re-sent.
 _MIN_RETRY_SECONDS = 0.05
+# At most this many sends of one query: never a busy loop, whatever c-ares reports.
+_MAX_SENDS = 4
 
 
 @dataclass(frozen=True)
@@ -209,16 +211,22 @@ class Resolver:
         deadline = started + limit
         try:
             async with asyncio.timeout(limit):
-                while True:
+                for sends in range(1, _MAX_SENDS + 1):
                     try:
                         return await dns.query_dns(name, rdtype)
                     except aiodns.error.DNSError as exc:
                         errno = exc.args[0] if exc.args else None
                         if errno == aiodns.error.ARES_ENODATA:
                             return pycares.DNSResult(answer=[], authority=[], additional=[])
-                        if errno == aiodns.error.ARES_ETIMEOUT and deadline - time.perf_counter() > _MIN_RETRY_SECONDS:
+                        time_left = deadline - time.perf_counter()
+                        if (
+                            errno == aiodns.error.ARES_ETIMEOUT
+                            and sends < _MAX_SENDS
+                            and time_left > _MIN_RETRY_SECONDS
+                        ):
                             continue
                         raise _translate(exc, name, rdtype, limit) from None
+                raise AssertionError("unreachable: the last send returns or raises")
         except TimeoutError:
             raise QueryTimeout(f"no answer for {name} {rdtype} within {limit:g} s") from None
 
