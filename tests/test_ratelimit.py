@@ -401,3 +401,22 @@ async def test_registry_scope_eleventh_request_is_refused_then_recovers() -> Non
         assert (await client.get("/blacklist/1.1.1.1")).status_code == 429
         clock.advance(6)
         assert (await client.get("/whois/1.1.1.1")).status_code == 502
+
+
+async def test_registry_scope_through_the_app_whois_and_blacklist_share_it(settings: Settings) -> None:
+    """The real /whois and /blacklist routes: their upstreams are closed ports in the
+    test settings, so they answer 502/504 (or an ``unknown`` verdict), and still spend tokens."""
+    clock = FakeClock()
+    configured = settings.replace(rate_limits=LIMITS, blacklist_deadline=0.3, dns_timeout=0.2)
+    async with running_app(configured, clock=clock) as client:
+        spent = [await client.get("/whois/8.8.8.8") for _ in range(6)]
+        spent += [await client.get("/blacklist/8.8.8.8") for _ in range(4)]
+        assert all(r.status_code != 429 for r in spent)
+        assert [r.headers["ratelimit-remaining"] for r in spent] == [str(n) for n in range(9, -1, -1)]
+        refused = await client.get("/whois/8.8.8.8")
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "6"
+        assert (await client.get("/blacklist/8.8.8.8")).status_code == 429
+        assert (await client.get("/ip/8.8.8.8")).status_code == 200  # the general scope is untouched
+        clock.advance(6)
+        assert (await client.get("/whois/8.8.8.8")).status_code != 429
+        assert client.app.state.limiter.stats()["registry"]["rejections"] == 2  # type: ignore[attr-defined]
