@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from ipintel.settings import Settings
-from tests.support.app import running_app
+from tests.support.app import running_app, server_process
 from tests.support.dns_server import DnsServer
 
 
@@ -198,3 +198,24 @@ async def test_dns_routes_are_in_the_openapi_document(settings: Settings) -> Non
     assert {"400", "404", "502", "504"} <= set(lookup["responses"])
     assert [p["name"] for p in lookup["parameters"]] == ["domain", "type"]
     assert {"400", "502", "504"} <= set(reverse["responses"])
+
+
+def test_real_server_reads_dns_servers_with_a_port_from_the_environment(city_db, dns: DnsServer) -> None:  # type: ignore[no-untyped-def]
+    """``make run`` configuration: IPINTEL_DNS_SERVERS as host:port, through hypercorn."""
+    env = {
+        "IPINTEL_GEOIP_CITY_DB": str(city_db),
+        "IPINTEL_RATE_LIMITS": "off",
+        "IPINTEL_FEEDS": "off",
+        "IPINTEL_DNS_SERVERS": dns.env,
+        "IPINTEL_DNS_TIMEOUT": "0.5",
+        "IPINTEL_DNSBL_ZONES": "bl.invalid",
+    }
+    with server_process(env) as (client, _proc):
+        mx = client.get("/dns/example.com", params={"type": "MX"})
+        ptr = client.get("/dns/8.8.8.8/reverse")
+        started = time.perf_counter()
+        silent = client.get("/dns/silent.example")
+        elapsed = time.perf_counter() - started
+    assert [r["data"] for r in mx.json()["data"]["records"]] == ["10 mx1.example.com", "20 mx2.example.com"]
+    assert [r["data"] for r in ptr.json()["data"]["records"]] == ["dns.google"]
+    assert silent.status_code == 504 and elapsed < 1.5

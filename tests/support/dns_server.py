@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import ipaddress
 import socket
 import struct
@@ -175,6 +176,7 @@ class DnsServer:
         self._stopped: asyncio.Event | None = None
         self._error: BaseException | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
 
     # Zone and behaviour -------------------------------------------------------
 
@@ -402,10 +404,13 @@ class DnsServer:
         finally:
             udp.close()
             tcp.close()
+            for writer in list(self._writers):  # c-ares keeps TCP connections open: end them
+                writer.close()
             for task in list(tasks):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await tcp.wait_closed()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(tcp.wait_closed(), 2)
 
     async def _bind(self, loop: asyncio.AbstractEventLoop) -> tuple[asyncio.DatagramTransport, asyncio.Server]:
         """UDP and TCP on the same free port (retrying if TCP finds it taken)."""
@@ -442,20 +447,17 @@ class DnsServer:
 
     async def _tcp_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Length-prefixed messages; several may be in flight on one connection."""
-        pending: set[asyncio.Task[None]] = set()
+        self._writers.add(writer)
         try:
             while True:
                 header = await reader.readexactly(2)
                 (length,) = struct.unpack("!H", header)
                 data = await reader.readexactly(length)
-                task = asyncio.ensure_future(self._answer_tcp(writer, data))
-                pending.add(task)
-                task.add_done_callback(pending.discard)
+                self._spawn(self._answer_tcp(writer, data))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+            self._writers.discard(writer)
             writer.close()
 
     async def _answer_tcp(self, writer: asyncio.StreamWriter, data: bytes) -> None:
