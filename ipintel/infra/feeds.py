@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import tempfile
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from ipintel.addresses import IPAddress
 from ipintel.errors import ApiError, UpstreamError
 from ipintel.infra import feed_formats as formats
 from ipintel.infra.ranges import AddressRanges, PrefixError, parse_prefix
@@ -254,11 +256,13 @@ class FeedManager:
             spec.name: FeedState(spec, configured_urls(spec, overrides)) for spec in specs
         }
         self.snapshots_loaded = asyncio.Event()
+        # complete() is true until then: -inf while an enabled feed is missing, +inf with none enabled.
+        self._fresh_until = -math.inf if any(s.enabled for s in self.feeds.values()) else math.inf
         self._task: asyncio.Task[None] | None = None
 
     # Matching ------------------------------------------------------------------
 
-    def lookup(self, name: str, ip: Any) -> frozenset[str]:
+    def lookup(self, name: str, ip: IPAddress) -> frozenset[str]:
         """Tags (``host``/``net``) of the feed's entries holding ``ip``; empty when none or not loaded."""
         ranges = self.feeds[name].ranges
         return ranges.lookup(ip) if ranges is not None else frozenset()
@@ -289,8 +293,18 @@ class FeedManager:
         return report
 
     def complete(self) -> bool:
-        """Every enabled feed is loaded and fresh."""
-        return all(self.status(name) in ("ok", "disabled") for name in self.feeds)
+        """Every enabled feed is loaded and fresh. Asked on every negative verdict,
+        so it is one comparison: :meth:`_install` keeps the moment it stops being true."""
+        return self.clock() <= self._fresh_until
+
+    def _install(self, state: FeedState, ranges: AddressRanges[str], fetched_at: float) -> None:
+        state.ranges, state.fetched_at = ranges, fetched_at
+        deadlines = [
+            s.fetched_at + s.spec.stale_after if s.ranges is not None and s.fetched_at is not None else -math.inf
+            for s in self.feeds.values()
+            if s.enabled
+        ]
+        self._fresh_until = min(deadlines, default=math.inf)
 
     # Lifecycle -----------------------------------------------------------------
 
@@ -345,7 +359,7 @@ class FeedManager:
             if state.enabled and state.ranges is None:
                 loaded = await asyncio.to_thread(self._read_snapshot, state.spec)
                 if loaded is not None and state.ranges is None:  # a download may have won the race
-                    state.ranges, state.fetched_at = loaded
+                    self._install(state, *loaded)
 
     def _read_snapshot(self, spec: FeedSpec) -> tuple[AddressRanges[str], float] | None:
         path = self.snapshot_path(spec.name)
@@ -423,7 +437,7 @@ class FeedManager:
                 await asyncio.to_thread(self._write_snapshot, state, parsed.prefixes, started)
             except OSError as exc:  # the new copy is good: use it, even if it cannot be kept
                 log.error("cannot store feed snapshot %s: %s", self.snapshot_path(name), exc)
-            state.ranges, state.fetched_at = ranges, started
+            self._install(state, ranges, started)
             state.failures, state.last_error = 0, None
             log.info("feed %s refreshed: %d prefixes (%d skipped)", name, ranges.prefixes, parsed.skipped)
             return True

@@ -36,14 +36,19 @@ class FeedSource:
 
     def __init__(self, feeds: FeedManager) -> None:
         self.feeds = feeds
-        self._meanings = [(name, *FEED_MEANINGS[name]) for name in feeds.feeds if name in FEED_MEANINGS]
+        self._meanings = [(state, *FEED_MEANINGS[name]) for name, state in feeds.feeds.items() if name in FEED_MEANINGS]
 
     async def signals(self, ip: IPAddress) -> Sequence[Signal]:
+        # Called for every verdict with ~10 feeds: the address is converted once and each
+        # feed's current index read directly (a refresh swaps it whole).
+        value, v4 = int(ip), ip.version == 4
         found = []
-        for name, kind, reason in self._meanings:
-            tags = self.feeds.lookup(name, ip)
-            if tags:
-                found.append(Signal(kind, Strength.EXACT if HOST in tags else Strength.NETWORK, reason))
+        for state, kind, reason in self._meanings:
+            ranges = state.ranges
+            if ranges is not None:
+                tags = (ranges.v4 if v4 else ranges.v6).lookup(value)
+                if tags:
+                    found.append(Signal(kind, Strength.EXACT if HOST in tags else Strength.NETWORK, reason))
         return found
 
     def complete(self) -> bool:

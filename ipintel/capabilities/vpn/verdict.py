@@ -16,37 +16,58 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 from ipintel.addresses import IPAddress
-from ipintel.capabilities.vpn.signals import Kind, Signal, Strength
+from ipintel.capabilities.vpn.signals import Kind, Signal
 
 ANONYMISING = frozenset({Kind.VPN, Kind.PROXY, Kind.TOR})
-_CONFIDENCE = {Strength.EXACT: "high", Strength.NETWORK: "medium", Strength.HEURISTIC: "low"}
+# Indexed by the strongest anonymising Strength (0: none fired).
+_CONFIDENCE = (None, "low", "medium", "high")
 
 
-def verdict(ip: IPAddress, signals: Iterable[Signal], *, complete: bool) -> dict[str, Any]:
+def _strongest_first(signal: Signal) -> int:
+    return -signal.strength
+
+
+def verdict(ip: IPAddress, signals: Sequence[Signal], *, complete: bool) -> dict[str, Any]:
     """The ``/ip/{ip}/vpn`` record for ``ip`` given everything the sources found.
 
-    ``complete``: every configured source was loaded and fresh."""
-    found = sorted(signals, key=lambda s: -s.strength)  # stable: ties keep the sources' order
-    kinds = {s.kind for s in found}
-    is_tor = Kind.TOR in kinds
-    is_proxy = is_tor or Kind.PROXY in kinds
-    is_vpn = is_proxy or Kind.VPN in kinds
-    anonymising = [s.strength for s in found if s.kind in ANONYMISING]
-    if anonymising:
-        confidence = _CONFIDENCE[max(anonymising)]
+    ``complete``: every configured source was loaded and fresh. One pass with
+    identity tests rather than sets of kinds: this runs for every verdict, and
+    hashing enum members is slow in Python."""
+    is_tor = is_proxy = is_vpn = is_hosting = is_mobile = False
+    best = 0
+    for signal in signals:
+        kind = signal.kind
+        if kind is Kind.HOSTING:
+            is_hosting = True
+            continue
+        if kind is Kind.MOBILE:
+            is_mobile = True
+            continue
+        if kind is Kind.TOR:
+            is_tor = True
+        elif kind is Kind.PROXY:
+            is_proxy = True
+        elif kind is Kind.VPN:
+            is_vpn = True
+        if signal.strength > best:
+            best = signal.strength
+    is_proxy = is_proxy or is_tor
+    if best:
+        confidence = _CONFIDENCE[best]
     else:
         confidence = "medium" if complete else "low"
+    ordered = sorted(signals, key=_strongest_first) if len(signals) > 1 else signals  # stable: ties keep order
     return {
         "ip": str(ip),
-        "isVpn": is_vpn,
+        "isVpn": is_vpn or is_proxy,
         "isProxy": is_proxy,
-        "isHosting": Kind.HOSTING in kinds,
-        "isMobile": Kind.MOBILE in kinds,
+        "isHosting": is_hosting,
+        "isMobile": is_mobile,
         "isTor": is_tor,
         "confidence": confidence,
-        "reasons": list(dict.fromkeys(s.reason for s in found)),
+        "reasons": list(dict.fromkeys(s.reason for s in ordered)),
     }
