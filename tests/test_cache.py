@@ -317,6 +317,14 @@ def test_dns_lifetime_is_capped_by_the_smallest_record_ttl(ttls: list[int], expe
     assert dns_ttl({"records": [_record(t) for t in ttls]}) == expected
 
 
+def test_large_dns_answers_are_not_kept() -> None:
+    """The DNS cache is bounded in entries; with 64 KB TXT answers under many names it
+    would not be bounded in bytes, so answers over DNS_MAX_CACHED_BYTES are not kept."""
+    big = [{"name": "big.example", "type": "TXT", "ttl": 300, "data": "x" * 255} for _ in range(17)]
+    assert dns_ttl({"records": big}) is None
+    assert dns_ttl({"records": big[:15]}) == 300
+
+
 async def test_dns_answer_expires_with_its_record_ttl() -> None:
     clock = FakeClock()
     cache = make_cache(clock)

@@ -44,6 +44,7 @@ WHOIS_TTL = 7 * DAY  # /whois/:ip
 BLACKLIST_TTL = HOUR  # /blacklist/:ip, definitive verdicts only
 DNS_MAX_TTL = 5 * MINUTE  # /dns/...: and never past the records' own TTL
 NEGATIVE_TTL = 5 * MINUTE  # NXDOMAIN and RDAP 404, cached as errors
+DNS_MAX_CACHED_BYTES = 4096  # larger DNS answers are not cached: entries x this bounds the DNS cache's memory
 INCOMPLETE_TTL = 5 * MINUTE  # a VPN verdict made while a feed was missing or stale
 
 # The caches Intel owns; the names are also the ``cache`` label in /metrics.
@@ -225,11 +226,16 @@ def dns_ttl(result: Mapping[str, Any]) -> float | None:
     """A DNS answer lives 5 minutes, never longer than its shortest record TTL.
 
     A record with TTL 0 means "do not cache" (RFC 1035), so neither do we.
+    An answer whose record data exceed :data:`DNS_MAX_CACHED_BYTES` is served
+    but not kept: the cache is bounded in entries, and anyone can publish
+    64 KB of TXT records under thousands of names.
     An empty answer (no record of that type) has no TTL of its own here
     (aiodns does not return the SOA minimum); it is kept 5 minutes like
     NXDOMAIN, its sibling.
     """
     records = result.get("records") or []
+    if sum(len(str(r.get("data", ""))) for r in records if isinstance(r, Mapping)) > DNS_MAX_CACHED_BYTES:
+        return None
     ttls = [r["ttl"] for r in records if isinstance(r, Mapping) and isinstance(r.get("ttl"), int)]
     if not ttls:
         return DNS_MAX_TTL if not records else None
