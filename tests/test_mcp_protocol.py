@@ -454,9 +454,12 @@ async def test_a_declared_length_far_over_the_limit_is_refused_before_reading(se
 # Accept: SSE only for clients that accept nothing else -------------------------------------------------------------
 
 
-async def test_a_client_that_accepts_only_event_streams_gets_one_sse_event(settings: Settings) -> None:
+@pytest.mark.parametrize(
+    "accept", ["text/event-stream", "application/json;q=0, text/event-stream", "TEXT/EVENT-STREAM"]
+)
+async def test_a_client_that_accepts_only_event_streams_gets_one_sse_event(settings: Settings, accept: str) -> None:
     async with running_app(settings) as client:
-        response = await post(client, PING, Accept="text/event-stream")
+        response = await post(client, PING, Accept=accept)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     check_transport(response)
