@@ -16,6 +16,7 @@ from ipintel.infra.feeds import DEFAULT_FEEDS, HOST, NET, FeedManager, configure
 from ipintel.infra.upstream import HttpClient
 from tests.support import feeds as f
 from tests.support.feeds import FeedServer, Reply
+from tests.support.http_mock import mock_http
 
 ip = ipaddress.ip_address
 SPECS = {spec.name: spec for spec in DEFAULT_FEEDS}
@@ -254,6 +255,17 @@ async def test_redirects_are_followed(http: HttpClient, server: FeedServer, tmp_
     assert feeds.lookup("tor", ip(f.TOR_EXIT)) == {HOST}
 
 
+async def test_a_redirect_from_https_down_to_http_is_refused(http: HttpClient, tmp_path: Path) -> None:
+    # The far side is mocked: a local HTTPS server is not needed to see the redirect refused.
+    with mock_http() as mock:
+        mock.get("https://feeds.example/tor", status=302, headers={"Location": "http://feeds.example/tor"})
+        mock.get("http://feeds.example/tor", body=f.world()["tor"][0])
+        feeds = FeedManager(http, tmp_path, overrides={"tor": "https://feeds.example/tor"}, timeout=2.0)
+        assert not await feeds.refresh("tor")
+    assert "refusing a redirect from HTTPS" in feeds.health()["tor"]["error"]
+    assert feeds.health()["tor"]["status"] == "missing"
+
+
 async def test_azure_page_leads_to_the_weekly_file(http: HttpClient, server: FeedServer, tmp_path: Path) -> None:
     # The real page links download.microsoft.com; the parser only follows such links, so the
     # test serves a page whose link is that shape and rewrites nothing: it checks the page is
@@ -279,6 +291,12 @@ async def test_azure_page_leads_to_the_weekly_file(http: HttpClient, server: Fee
     assert await feeds.refresh("azure")
     assert feeds.lookup("azure", ip(f.AZURE_ADDRESS)) == {NET}
     assert server.hits[weekly] == 1
+
+    # A direct JSON URL (a mirror) is read as it is, byte-order mark included, as Microsoft writes it.
+    server.set("/mirror.json", Reply(b"\xef\xbb\xbf" + f.world()["azure"][0], content_type="application/json"))
+    mirror = FeedManager(http, tmp_path / "mirror", overrides={"azure": server.url("/mirror.json")}, timeout=2.0)
+    assert await mirror.refresh("azure"), mirror.health()["azure"]
+    assert mirror.lookup("azure", ip(f.AZURE_ADDRESS)) == {NET}
 
     server.set("/azure-page", Reply(b"<html>no link today</html>", content_type="text/html"))
     assert not await feeds.refresh("azure")

@@ -444,7 +444,8 @@ class FeedManager:
 
     async def _fetch(self, spec: FeedSpec, url: str) -> bytes:
         body = await self._get(spec, url)
-        if spec.locate is not None and body.lstrip()[:1] not in (b"{", b"["):
+        # Microsoft's JSON starts with a byte-order mark; anything else that is not JSON is the page.
+        if spec.locate is not None and body.lstrip().removeprefix(b"\xef\xbb\xbf")[:1] not in (b"{", b"["):
             link = spec.locate(body)
             if link is None:
                 raise formats.FeedFormatError(f"no data link found on {url}")
