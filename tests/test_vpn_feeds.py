@@ -14,6 +14,7 @@ import pytest
 from ipintel.infra import feed_formats as formats
 from ipintel.infra.feeds import DEFAULT_FEEDS, HOST, NET, FeedManager, configured_urls
 from ipintel.infra.upstream import HttpClient
+from ipintel.settings import Settings
 from tests.support import feeds as f
 from tests.support.feeds import FeedServer, Reply
 from tests.support.http_mock import mock_http
@@ -141,6 +142,11 @@ def test_configured_urls() -> None:
     assert configured_urls(spec, {"cloudflare": None}) is None
     assert configured_urls(spec, {"cloudflare": "http://a/v4 | http://a/v6"}) == ("http://a/v4", "http://a/v6")
     assert configured_urls(spec, {"cloudflare": "http://a/v4 http://a/v6"}) == ("http://a/v4", "http://a/v6")
+    # As IPINTEL_FEED_URLS gives them: comma-separated feeds, "|" between one feed's URLs, "name=" disables.
+    overrides = Settings.from_env({"IPINTEL_FEED_URLS": "vpn=http://m/v4.txt|http://m/v6.txt, oracle="}).feed_urls
+    assert configured_urls(SPECS["vpn"], overrides) == ("http://m/v4.txt", "http://m/v6.txt")
+    assert configured_urls(SPECS["oracle"], overrides) is None
+    assert configured_urls(SPECS["tor"], overrides) == SPECS["tor"].urls
 
 
 # Downloads, validation, snapshots ------------------------------------------------------
