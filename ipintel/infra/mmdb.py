@@ -21,6 +21,15 @@ from ipintel.addresses import IPAddress
 log = logging.getLogger("ipintel.mmdb")
 
 
+def _open(path: Path) -> maxminddb.Reader:
+    """Memory-mapped with the C extension (about 1 µs a lookup); the
+    pure-Python reader (about 13 µs) only where the extension is missing."""
+    try:
+        return maxminddb.open_database(str(path), maxminddb.MODE_MMAP_EXT)
+    except ValueError:  # maxminddb raises ValueError when the extension is not built
+        return maxminddb.open_database(str(path), maxminddb.MODE_MMAP)
+
+
 @dataclass(frozen=True)
 class _Opened:
     reader: maxminddb.Reader
@@ -50,7 +59,7 @@ class MmdbFile:
         with self._lock:
             try:
                 stat = os.stat(self.path)
-                reader = maxminddb.open_database(str(self.path), maxminddb.MODE_MMAP)
+                reader = _open(self.path)
             except (OSError, ValueError, maxminddb.InvalidDatabaseError) as exc:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("cannot open %s database %s: %s", self.kind, self.path, self.last_error)
