@@ -29,10 +29,13 @@ from ipintel.api import cidr as cidr_api
 from ipintel.api import dns as dns_api
 from ipintel.api import geoip as geoip_api
 from ipintel.api import mcp as mcp_api
+from ipintel.api import metrics as metrics_api
 from ipintel.api import ops
 from ipintel.api import vpn as vpn_api
 from ipintel.api import whois as whois_api
 from ipintel.api.rest import Endpoint
+from ipintel.infra.reload import DatabaseWatcher
+from ipintel.metrics import Metrics
 from ipintel.openapi import build_document, load_schema
 from ipintel.service import Intel
 from ipintel.settings import Settings
@@ -70,22 +73,33 @@ def create_app(
     settings = settings or Settings()
     intel = intel or Intel.from_settings(settings, clock=clock)
     limiter = limiter_from_settings(settings.rate_limits, settings.rate_limit_max_clients, clock)
+    # Reloads the .mmdb files replaced on disk (and on SIGHUP, wired by __main__), without a restart.
+    db_watcher = DatabaseWatcher(intel.databases, interval=settings.db_check_interval)
+    metrics = Metrics(intel, limiter=limiter, watcher=db_watcher)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await intel.start()
         if not intel.ready:
             log.warning("no GeoIP database loaded from %s: /ip answers 503 until one is", settings.city_db_path)
+        db_watcher.start()
         try:
             yield
         finally:
-            await intel.close()
+            await db_watcher.close()
+            await intel.close()  # after the server drained its requests: closes the upstream sessions
 
-    routes = [*(ep.route() for ep in ENDPOINTS), *ops.routes(), *mcp_api.routes(intel, settings)]
+    routes = [
+        *(ep.route() for ep in ENDPOINTS),
+        *ops.routes(),
+        *metrics_api.routes(),
+        *mcp_api.routes(intel, settings),
+    ]
     app = Starlette(
         routes=routes,
         middleware=[
-            Middleware(RequestContextMiddleware),  # outermost: every response, 429s included, gets a request id
+            # outermost: every response, 429s included, gets a request id, an access line and its metrics
+            Middleware(RequestContextMiddleware, observe=metrics.observe_request),
             Middleware(
                 RateLimitMiddleware,
                 limiter=limiter,
@@ -102,7 +116,9 @@ def create_app(
     app.state.settings = settings
     app.state.intel = intel
     app.state.limiter = limiter  # None when IPINTEL_RATE_LIMITS=off; MCP tools/call spends tokens through it
-    document = build_document(ENDPOINTS, {**ops.OPS_PATHS, **mcp_api.OPENAPI_PATHS})
+    app.state.metrics = metrics  # its registry is what GET /metrics exposes
+    app.state.db_watcher = db_watcher
+    document = build_document(ENDPOINTS, {**ops.OPS_PATHS, **metrics_api.OPENAPI_PATHS, **mcp_api.OPENAPI_PATHS})
     document["components"]["schemas"].update(mcp_api.openapi_components())
     document["components"]["schemas"].setdefault(
         "health", {k: v for k, v in load_schema("health").items() if not k.startswith("$")}

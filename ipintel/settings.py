@@ -76,6 +76,8 @@ class Settings:
     max_body_bytes: int = 1024 * 1024
     cache_max_entries: int = 10_000
     rate_limit_max_clients: int = 100_000
+    # Seconds between checks of the .mmdb files' mtime and size; a replaced file is reloaded (SPEC 6.2).
+    db_check_interval: float = 5.0
 
     @property
     def city_db_path(self) -> Path:
@@ -152,6 +154,8 @@ class Settings:
             values["cache_max_entries"] = _int("IPINTEL_CACHE_MAX_ENTRIES", v, 1, 10_000_000)
         if (v := get("RATE_LIMIT_MAX_CLIENTS")) is not None:
             values["rate_limit_max_clients"] = _int("IPINTEL_RATE_LIMIT_MAX_CLIENTS", v, 1, 10_000_000)
+        if (v := get("DB_CHECK_INTERVAL")) is not None:
+            values["db_check_interval"] = _float("IPINTEL_DB_CHECK_INTERVAL", v)
         return cls(**values)  # type: ignore[arg-type]
 
 

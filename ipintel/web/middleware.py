@@ -11,12 +11,16 @@ import logging
 import re
 import secrets
 import time
+from collections.abc import Callable
 
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ipintel.logs import access_log
 
 errors_log = logging.getLogger("ipintel.error")
+
+RequestObserver = Callable[[str, str, int, float], None]
 
 _SANE_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
 _INTERNAL = json.dumps(
@@ -42,8 +46,10 @@ class RequestContextMiddleware:
     """Gives every response an ``X-Request-Id``, logs one access line per request,
     and turns an exception that escaped a handler into a JSON 500 without its trace."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, observe: RequestObserver | None = None) -> None:
         self.app = app
+        # Called once per request with (method, route template, status, seconds): the /metrics hook.
+        self.observe = observe
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -81,16 +87,39 @@ class RequestContextMiddleware:
                 )
                 await send({"type": "http.response.body", "body": _INTERNAL})
         finally:
-            if access_log.enabled:
-                route = scope.get("route")
-                client = scope.get("client")
-                access_log.write(
-                    {
-                        "request_id": request_id,
-                        "method": scope.get("method"),
-                        "route": getattr(route, "path", None) or "unmatched",
-                        "status": status,
-                        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                        "client": scope.get("state", {}).get("client_ip") or (client[0] if client else None),
-                    }
-                )
+            observe = self.observe
+            if access_log.enabled or observe is not None:
+                seconds = time.perf_counter() - started
+                route = route_template(scope)
+                if observe is not None:
+                    observe(scope.get("method", ""), route, status, seconds)
+                if access_log.enabled:
+                    client = scope.get("client")
+                    access_log.write(
+                        {
+                            "request_id": request_id,
+                            "method": scope.get("method"),
+                            "route": route,
+                            "status": status,
+                            "duration_ms": round(seconds * 1000, 3),
+                            "client": scope.get("state", {}).get("client_ip") or (client[0] if client else None),
+                        }
+                    )
+
+
+def route_template(scope: Scope) -> str:
+    """The path template of the route that answered (``/ip/{ip}``), never the raw
+    path: access logs must not record other people's lookups, and metric labels
+    must stay bounded.
+
+    A request answered before routing (a 429 from the rate limiter) gets the
+    template it would have matched; a path no route matches is ``unmatched``."""
+    path = getattr(scope.get("route"), "path", None)
+    if path:
+        return str(path)
+    router = getattr(scope.get("app"), "router", None)
+    for route in getattr(router, "routes", ()):
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            return str(getattr(route, "path", None) or "unmatched")
+    return "unmatched"

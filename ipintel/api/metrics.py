@@ -1,0 +1,47 @@
+"""``GET /metrics``: the app's Prometheus registry in the text format (SPEC 6.2).
+
+Not rate limited (no rule names it) and never cached (``Cache-Control:
+no-store``): a scraper must see the numbers of this moment. A scraper that
+asks for OpenMetrics (``Accept: application/openmetrics-text``) gets it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client.exposition import choose_encoder
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+
+async def metrics(request: Request) -> Response:
+    encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+    body = encoder(request.app.state.metrics.registry)
+    return Response(body, headers={"Content-Type": content_type, "Cache-Control": "no-store"})
+
+
+def routes() -> list[BaseRoute]:
+    return [Route("/metrics", metrics, methods=["GET"])]
+
+
+OPENAPI_PATHS: dict[str, Any] = {
+    "/metrics": {
+        "get": {
+            "operationId": "metrics",
+            "summary": "Prometheus metrics",
+            "description": (
+                "Requests by route template and status with latency histograms, cache hits/misses/evictions, "
+                "rate-limit rejections by scope, upstream calls by source and outcome with latency, feed ages, "
+                "GeoIP database build dates and reloads, process figures. Not rate limited."
+            ),
+            "tags": ["operations"],
+            "responses": {
+                "200": {
+                    "description": "Prometheus text exposition format 0.0.4 (OpenMetrics when asked for)",
+                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,277 @@
+"""Prometheus metrics (SPEC 6.2): what ``GET /metrics`` exposes.
+
+One :class:`Metrics` per app, with its own ``CollectorRegistry`` rather than
+prometheus-client's global one, so that a process (a test run) can create
+many apps without "duplicated timeseries" errors and one app's numbers never
+leak into another's.
+
+Two kinds of series:
+
+- Observed as they happen (cheap, on the hot path): HTTP requests by route
+  *template* (``/ip/{ip}``, never the raw path: one series per looked-up
+  address would be unbounded cardinality) and status, with a latency
+  histogram; upstream call latency, from an observer hung on
+  ``Intel.upstream_stats``.
+- Read when scraped (nothing on the hot path): the counters the components
+  already keep - upstream calls, caches, rate limiter, feeds, databases,
+  reloads. Each is read with ``getattr`` and a default, so a component that is
+  absent (rate limits off) simply exports no series.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ipintel import __version__
+
+log = logging.getLogger("ipintel.metrics")
+
+# No ``*_created`` series: they double the series count and Prometheus does not
+# need them to compute rates. (A process-wide switch of prometheus-client.)
+disable_created_metrics()
+
+# Request latency: the service answers from memory in about a millisecond and
+# from upstreams in tens of milliseconds up to the timeouts (2 s DNS, 3 s
+# blacklist deadline, 5 s HTTP).
+REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+UPSTREAM_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
+
+# Any other method a client invents is counted as "other": label values must stay bounded.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class Metrics:
+    """The registry of one app and the hooks that feed it.
+
+    ``intel``: the :class:`~ipintel.service.Intel` (or anything with the same
+    attributes); ``limiter``: the rate limiter or ``None``; ``watcher``: the
+    :class:`~ipintel.infra.reload.DatabaseWatcher` or ``None``."""
+
+    def __init__(self, intel: Any, *, limiter: Any = None, watcher: Any = None) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "ipintel_http_requests",
+            "HTTP requests answered, by method, route template and status.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.request_seconds = Histogram(
+            "ipintel_http_request_duration_seconds",
+            "Time from receiving a request to the end of its response, by route template and status.",
+            ["route", "status"],
+            buckets=REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+        self.upstream_seconds = Histogram(
+            "ipintel_upstream_call_duration_seconds",
+            "Duration of calls to upstreams (DNS, RDAP, reputation APIs, feeds), by source and outcome.",
+            ["source", "outcome"],
+            buckets=UPSTREAM_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(StateCollector(intel, limiter=limiter, watcher=watcher))
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        # (method, route, status) -> the two children to update: labels() takes a
+        # lock and builds a key on every call; this dict lookup does not.
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        stats = getattr(intel, "upstream_stats", None)
+        observers = getattr(stats, "observers", None)
+        if isinstance(observers, list):
+            observers.append(self.observe_upstream)
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Called once per HTTP request by the request middleware."""
+        key = (method, route, status)
+        children = self._children.get(key)
+        if children is None:
+            label_method = method if method in _METHODS else "other"
+            children = (
+                self.requests.labels(label_method, route, str(status)),
+                self.request_seconds.labels(route, str(status)),
+            )
+            if method in _METHODS:  # never memoise keys a client can vary without bound
+                self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def observe_upstream(self, source: str, outcome: str, seconds: float) -> None:
+        """An :class:`~ipintel.infra.stats.UpstreamStats` observer."""
+        self.upstream_seconds.labels(source, outcome).observe(seconds)
+
+
+class StateCollector(Collector):
+    """Reads the components' own counters at scrape time.
+
+    The attribute names read, all optional:
+    ``intel.upstream_stats.calls`` (``Counter[(source, outcome)]``),
+    ``intel.caches`` (name -> object with ``stats()`` giving ``hits``,
+    ``misses``, ``evictions``, ``coalesced``, ``entries``, ``max_entries``),
+    ``limiter.stats()`` (scope -> ``limit``, ``rejections``, ``tracked``,
+    ``evictions``) or else ``limiter.rejections`` (scope -> count),
+    ``intel.feed_health()`` (name -> ``status``, ``ageSeconds``, ``prefixes``),
+    ``intel.databases.all()`` (objects with ``kind``, ``loaded``,
+    ``build_epoch``), ``watcher.reloads`` (``Counter[(kind, outcome)]``)."""
+
+    def __init__(self, intel: Any, *, limiter: Any = None, watcher: Any = None) -> None:
+        self.intel = intel
+        self.limiter = limiter
+        self.watcher = watcher
+
+    def collect(self) -> Iterable[Metric]:
+        for part in (self._info, self._upstreams, self._caches, self._limiter, self._feeds, self._databases):
+            try:
+                yield from part()
+            except Exception:  # one broken component must not hide every other series
+                log.exception("collecting metrics from %s failed", part.__name__.lstrip("_"))
+
+    def _info(self) -> Iterator[Metric]:
+        info = GaugeMetricFamily("ipintel_build_info", "The running version (always 1).", labels=["version"])
+        info.add_metric([__version__], 1)
+        yield info
+
+    def _upstreams(self) -> Iterator[Metric]:
+        calls = getattr(getattr(self.intel, "upstream_stats", None), "calls", None)
+        if not isinstance(calls, Mapping):
+            return
+        family = CounterMetricFamily(
+            "ipintel_upstream_calls", "Calls to upstreams, by source and outcome.", labels=["source", "outcome"]
+        )
+        for (source, outcome), count in sorted(calls.items()):
+            family.add_metric([source, outcome], count)
+        yield family
+
+    def _caches(self) -> Iterator[Metric]:
+        caches = getattr(self.intel, "caches", None)
+        if not isinstance(caches, Mapping):
+            return
+        counters = {
+            "hits": "Lookups answered from the cache.",
+            "misses": "Lookups that started a load (cache misses).",
+            "coalesced": "Lookups that joined a load already under way (single flight).",
+            "evictions": "Entries pushed out to make room.",
+        }
+        gauges = {"entries": "Entries held now.", "max_entries": "Entries the cache may hold."}
+        families: dict[str, Metric] = {}
+        for key, help_text in counters.items():
+            families[key] = CounterMetricFamily(f"ipintel_cache_{key}", help_text, labels=["cache"])
+        for key, help_text in gauges.items():
+            families[key] = GaugeMetricFamily(f"ipintel_cache_{key}", help_text, labels=["cache"])
+        for name, cache in sorted(caches.items()):
+            stats = _stats_of(cache)
+            for key, family in families.items():
+                if isinstance(stats.get(key), int | float):
+                    family.add_metric([str(name)], stats[key])
+        yield from families.values()
+
+    def _limiter(self) -> Iterator[Metric]:
+        limiter = self.limiter
+        if limiter is None:
+            return
+        stats = _stats_of(limiter)
+        if not stats:
+            rejections = getattr(limiter, "rejections", None)
+            if isinstance(rejections, Mapping):
+                stats = {scope: {"rejections": count} for scope, count in rejections.items()}
+        rejected = CounterMetricFamily(
+            "ipintel_rate_limit_rejections", "Requests refused with 429, by rate-limit scope.", labels=["scope"]
+        )
+        evicted = CounterMetricFamily(
+            "ipintel_rate_limit_evictions",
+            "Client buckets dropped because the tracked-client cap was reached.",
+            labels=["scope"],
+        )
+        tracked = GaugeMetricFamily(
+            "ipintel_rate_limit_tracked_clients", "Clients with a partly spent bucket.", labels=["scope"]
+        )
+        limit = GaugeMetricFamily(
+            "ipintel_rate_limit_per_minute", "Requests per minute one client may make, per pod.", labels=["scope"]
+        )
+        for scope, values in sorted(stats.items()):
+            if not isinstance(values, Mapping):
+                continue
+            for family, key in (
+                (rejected, "rejections"),
+                (evicted, "evictions"),
+                (tracked, "tracked"),
+                (limit, "limit"),
+            ):
+                if isinstance(values.get(key), int | float):
+                    family.add_metric([str(scope)], values[key])
+        yield from (rejected, evicted, tracked, limit)
+
+    def _feeds(self) -> Iterator[Metric]:
+        feed_health = getattr(self.intel, "feed_health", None)
+        if not callable(feed_health):
+            return
+        health = feed_health()
+        age = GaugeMetricFamily(
+            "ipintel_feed_age_seconds", "Seconds since the loaded copy of a feed was downloaded.", labels=["feed"]
+        )
+        prefixes = GaugeMetricFamily("ipintel_feed_prefixes", "Prefixes in the loaded copy of a feed.", labels=["feed"])
+        status = GaugeMetricFamily(
+            "ipintel_feed_status",
+            "1 for the state a feed is in (ok, stale, missing, disabled).",
+            labels=["feed", "status"],
+        )
+        for name, entry in sorted(health.items()):
+            if not isinstance(entry, Mapping):
+                continue
+            if isinstance(entry.get("ageSeconds"), int | float):
+                age.add_metric([name], entry["ageSeconds"])
+            if isinstance(entry.get("prefixes"), int):
+                prefixes.add_metric([name], entry["prefixes"])
+            if entry.get("status"):
+                status.add_metric([name, str(entry["status"])], 1)
+        yield from (age, prefixes, status)
+
+    def _databases(self) -> Iterator[Metric]:
+        databases = getattr(self.intel, "databases", None)
+        if databases is not None:
+            built = GaugeMetricFamily(
+                "ipintel_geoip_database_build_timestamp_seconds",
+                "When the loaded .mmdb file was built (its metadata's build_epoch).",
+                labels=["kind"],
+            )
+            loaded = GaugeMetricFamily(
+                "ipintel_geoip_database_loaded", "1 when the .mmdb file is loaded, else 0.", labels=["kind"]
+            )
+            for db in databases.all():
+                loaded.add_metric([db.kind], 1 if db.loaded else 0)
+                if db.build_epoch is not None:
+                    built.add_metric([db.kind], db.build_epoch)
+            yield from (built, loaded)
+        reloads = getattr(self.watcher, "reloads", None)
+        if isinstance(reloads, Mapping):
+            family = CounterMetricFamily(
+                "ipintel_geoip_database_reloads",
+                "Attempts to reload a .mmdb file (SIGHUP or a change on disk), by outcome.",
+                labels=["kind", "outcome"],
+            )
+            for (kind, outcome), count in sorted(reloads.items()):
+                family.add_metric([kind, outcome], count)
+            yield family
+
+
+def _stats_of(component: Any) -> dict[str, Any]:
+    """``component.stats()`` as a dict, or ``{}`` when it has none."""
+    stats = getattr(component, "stats", None)
+    if not callable(stats):
+        return {}
+    value = stats()
+    return dict(value) if isinstance(value, Mapping) else {}
