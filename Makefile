@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 DATA_DIR ?= $(or $(IPINTEL_DATA_DIR),data)
 
-.PHONY: run test lint fmt bench geoip clean
+.PHONY: run test lint fmt bench geoip clean k8s-validate image
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,29 @@ fmt: $(DEV_STAMP)
 bench: $(DEV_STAMP)
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && (apt-get install -y -qq wrk >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null 2>&1)) || echo "wrk unavailable: using the slower aiohttp load generator"; }
 	$(PY) bench/run.py
+
+## k8s-validate: render k8s/ (kubectl kustomize, else a built-in renderer) and validate it offline against the Kubernetes schemas
+k8s-validate: $(DEV_STAMP)
+	$(PY) scripts/k8s-validate
+
+## image: build the service image and the resolver sidecar image with docker or podman (IMAGE, RESOLVER_IMAGE, VERSION)
+VERSION        ?= $(shell $(PYTHON) -c "import re; print(re.search(r'__version__ = \"(.+)\"', open('ipintel/__init__.py').read()).group(1))")
+IMAGE          ?= ipintel:$(VERSION)
+RESOLVER_IMAGE ?= ipintel-resolver:$(VERSION)
+image:
+	@engine=""; \
+	for candidate in $${CONTAINER_ENGINE:-docker podman}; do \
+	  if command -v $$candidate >/dev/null 2>&1 && $$candidate info >/dev/null 2>&1; then engine=$$candidate; break; fi; \
+	done; \
+	if [ -z "$$engine" ]; then \
+	  echo "make image: no usable container engine: neither docker (with a running daemon) nor podman is available here." >&2; \
+	  echo "Install one, or build elsewhere from this directory: docker build -f Containerfile -t $(IMAGE) ." >&2; \
+	  exit 1; \
+	fi; \
+	revision=$$(git rev-parse --short HEAD 2>/dev/null || echo unknown); \
+	echo "building $(IMAGE) and $(RESOLVER_IMAGE) with $$engine"; \
+	$$engine build -f Containerfile --build-arg VERSION=$(VERSION) --build-arg REVISION=$$revision -t $(IMAGE) . && \
+	$$engine build -f k8s/base/resolver/Containerfile --build-arg VERSION=$(VERSION) -t $(RESOLVER_IMAGE) .
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
