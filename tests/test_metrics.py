@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import ipintel
 from ipintel.settings import FEED_NAMES, Settings
 from tests.support.app import running_app
 from tests.support.dns_server import DnsServer
+from tests.support.feeds import FeedServer
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -176,3 +178,24 @@ async def test_metrics_is_documented_in_openapi(settings: Settings) -> None:
     async with running_app(settings) as client:
         document = (await client.get("/openapi.json")).json()
     assert "text/plain" in document["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+
+
+async def test_feed_ages_and_feed_downloads_once_feeds_are_loaded(settings: Settings) -> None:
+    async with FeedServer() as feeds:
+        feeds.serve_world()
+        with_feeds = settings.replace(feeds_enabled=True, feed_urls=feeds.feed_urls())
+        async with running_app(with_feeds) as client:
+            intel = client.app.state.intel  # type: ignore[attr-defined]
+            async with asyncio.timeout(20):
+                while {h["status"] for h in intel.feed_health().values()} != {"ok"}:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            samples = await scrape(client)
+    for name in FEED_NAMES:
+        age = value(samples, "ipintel_feed_age_seconds", feed=name)
+        assert age is not None and 0 <= age < 60, name
+        assert (value(samples, "ipintel_feed_prefixes", feed=name) or 0) > 0, name
+        assert value(samples, "ipintel_feed_status", feed=name, status="ok") == 1, name
+        downloads = value(samples, "ipintel_upstream_calls_total", source=f"feed:{name}", outcome="ok")
+        assert downloads is not None and downloads >= 1, name
+        timed = value(samples, "ipintel_upstream_call_duration_seconds_count", source=f"feed:{name}", outcome="ok")
+        assert timed == downloads, name
