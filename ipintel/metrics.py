@@ -125,6 +125,7 @@ class StateCollector(Collector):
     ``limiter.stats()`` (scope -> ``limit``, ``rejections``, ``tracked``,
     ``evictions``) or else ``limiter.rejections`` (scope -> count),
     ``intel.feed_health()`` (name -> ``status``, ``ageSeconds``, ``prefixes``),
+    ``intel.dnsbl_zones`` with ``intel.dnsbl_tests.state(zone)`` (``.verdict``),
     ``intel.databases.all()`` (objects with ``kind``, ``loaded``,
     ``build_epoch``), ``watcher.reloads`` (``Counter[(kind, outcome)]``)."""
 
@@ -134,7 +135,8 @@ class StateCollector(Collector):
         self.watcher = watcher
 
     def collect(self) -> Iterable[Metric]:
-        for part in (self._info, self._upstreams, self._caches, self._limiter, self._feeds, self._databases):
+        parts = (self._info, self._upstreams, self._caches, self._limiter, self._feeds, self._dnsbls, self._databases)
+        for part in parts:
             try:
                 yield from part()
             except Exception:  # one broken component must not hide every other series
@@ -239,6 +241,21 @@ class StateCollector(Collector):
             if entry.get("status"):
                 status.add_metric([name, str(entry["status"])], 1)
         yield from (age, prefixes, status)
+
+    def _dnsbls(self) -> Iterator[Metric]:
+        zones = getattr(self.intel, "dnsbl_zones", None)
+        tests = getattr(self.intel, "dnsbl_tests", None)
+        if zones is None or not callable(getattr(tests, "state", None)):
+            return
+        family = GaugeMetricFamily(
+            "ipintel_dnsbl_self_test",
+            "1 for the latest conclusive RFC 5782 self-test verdict of a DNSBL zone (passed, failed, untested).",
+            labels=["zone", "verdict"],
+        )
+        for zone in zones:
+            state = tests.state(zone)
+            family.add_metric([zone.name, getattr(state, "verdict", None) or "untested"], 1)
+        yield family
 
     def _databases(self) -> Iterator[Metric]:
         databases = getattr(self.intel, "databases", None)

@@ -15,6 +15,7 @@ import ipintel
 from ipintel.settings import FEED_NAMES, Settings
 from tests.support.app import running_app
 from tests.support.dns_server import DnsServer
+from tests.support.dnsbl import answers_everything, healthy_list
 from tests.support.feeds import FeedServer
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -199,3 +200,18 @@ async def test_feed_ages_and_feed_downloads_once_feeds_are_loaded(settings: Sett
         assert downloads is not None and downloads >= 1, name
         timed = value(samples, "ipintel_upstream_call_duration_seconds_count", source=f"feed:{name}", outcome="ok")
         assert timed == downloads, name
+
+
+async def test_dnsbl_self_test_verdicts(settings: Settings, dns: DnsServer) -> None:
+    healthy_list(dns, "good.example")
+    answers_everything(dns, "dead.example", "127.0.0.2")  # lists even 127.0.0.1: fails RFC 5782
+    zones = ("good.example", "dead.example")
+    async with running_app(settings.replace(dns_servers=dns.servers, dnsbl_zones=zones)) as client:
+        intel = client.app.state.intel  # type: ignore[attr-defined]
+        async with asyncio.timeout(10):
+            while any(intel.dnsbl_tests.state(zone) is None for zone in intel.dnsbl_zones):  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        samples = await scrape(client)
+    assert value(samples, "ipintel_dnsbl_self_test", zone="good.example", verdict="passed") == 1
+    assert value(samples, "ipintel_dnsbl_self_test", zone="dead.example", verdict="failed") == 1
+    assert len(series(samples, "ipintel_dnsbl_self_test")) == 2
