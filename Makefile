@@ -50,7 +50,9 @@ bench: $(DEV_STAMP)
 k8s-validate: $(DEV_STAMP)
 	$(PY) scripts/k8s-validate
 
-## image: build the service image and the resolver sidecar image with docker or podman (IMAGE, RESOLVER_IMAGE, VERSION)
+## image: build the service image and the resolver sidecar image with docker or podman (IMAGE, RESOLVER_IMAGE, VERSION;
+## IMAGE_BUILD_ARGS passes more options, e.g. --build-arg PYTHON_IMAGE=... for a mirrored base image).
+## podman builds in docker format: the OCI format has no HEALTHCHECK.
 VERSION        ?= $(shell $(PYTHON) -c "import re; print(re.search(r'__version__ = \"(.+)\"', open('ipintel/__init__.py').read()).group(1))")
 IMAGE          ?= ipintel:$(VERSION)
 RESOLVER_IMAGE ?= ipintel-resolver:$(VERSION)
@@ -65,9 +67,10 @@ image:
 	  exit 1; \
 	fi; \
 	revision=$$(git rev-parse --short HEAD 2>/dev/null || echo unknown); \
+	format=""; if [ "$$engine" = podman ]; then format="--format docker"; fi; \
 	echo "building $(IMAGE) and $(RESOLVER_IMAGE) with $$engine"; \
-	$$engine build -f Containerfile --build-arg VERSION=$(VERSION) --build-arg REVISION=$$revision -t $(IMAGE) . && \
-	$$engine build -f k8s/base/resolver/Containerfile --build-arg VERSION=$(VERSION) -t $(RESOLVER_IMAGE) .
+	$$engine build $$format $(IMAGE_BUILD_ARGS) -f Containerfile --build-arg VERSION=$(VERSION) --build-arg REVISION=$$revision -t $(IMAGE) . && \
+	$$engine build $$format $(IMAGE_BUILD_ARGS) -f k8s/base/resolver/Containerfile --build-arg VERSION=$(VERSION) -t $(RESOLVER_IMAGE) .
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
