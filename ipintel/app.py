@@ -14,6 +14,7 @@ the result with hypercorn.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -83,6 +84,10 @@ def create_app(
         if not intel.ready:
             log.warning("no GeoIP database loaded from %s: /ip answers 503 until one is", settings.city_db_path)
         db_watcher.start()
+        # What start-up built lives as long as the process: freezing it keeps the
+        # collector's full passes from walking it again and again on the hot path.
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:
@@ -105,6 +110,7 @@ def create_app(
                 limiter=limiter,
                 rules=[*((ep.path, ep.scope) for ep in ENDPOINTS), *MCP_RULES],
                 trusted_proxies=settings.trusted_proxies,
+                headers_via_state=True,  # RequestContextMiddleware, outside it, adds the headers
             ),
         ],
         exception_handlers={HTTPException: _http_error},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import secrets
 import time
@@ -33,13 +34,18 @@ _INTERNAL = json.dumps(
 ).encode()
 
 
+# Request ids must be unique, not secret: a PRNG seeded from the OS is enough,
+# and it spares a getrandom() system call per request.
+_ids = random.Random(secrets.randbits(128))
+
+
 def _request_id(scope: Scope) -> str:
     for name, value in scope.get("headers", ()):
         if name == b"x-request-id":
             if _SANE_ID.match(value):
                 return value.decode("ascii")
             break
-    return secrets.token_hex(8)
+    return f"{_ids.getrandbits(64):016x}"
 
 
 class RequestContextMiddleware:
@@ -56,7 +62,8 @@ class RequestContextMiddleware:
             await self.app(scope, receive, send)
             return
         request_id = _request_id(scope)
-        scope.setdefault("state", {})["request_id"] = request_id
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
         header = (b"x-request-id", request_id.encode("ascii"))
         started = time.perf_counter()
         status = 0
@@ -65,7 +72,9 @@ class RequestContextMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [*message.get("headers", []), header]
+                # Headers inner middleware asked for (the rate limiter's), added here
+                # so that a request passes through one send wrapper, not one per layer.
+                message["headers"] = [*message.get("headers", []), header, *state.get("response_headers", ())]
             await send(message)
 
         try:
@@ -95,15 +104,13 @@ class RequestContextMiddleware:
                     observe(scope.get("method", ""), route, status, seconds)
                 if access_log.enabled:
                     client = scope.get("client")
-                    access_log.write(
-                        {
-                            "request_id": request_id,
-                            "method": scope.get("method"),
-                            "route": route,
-                            "status": status,
-                            "duration_ms": round(seconds * 1000, 3),
-                            "client": scope.get("state", {}).get("client_ip") or (client[0] if client else None),
-                        }
+                    access_log.write_request(
+                        request_id,
+                        scope.get("method", ""),
+                        route,
+                        status,
+                        seconds,
+                        state.get("client_ip") or (client[0] if client else None),
                     )
 
 

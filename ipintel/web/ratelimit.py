@@ -279,9 +279,13 @@ class RateLimitMiddleware:
         limiter: RateLimiter | None,
         rules: Iterable[tuple[str, str | None]],
         trusted_proxies: Sequence[Network] = (),
+        headers_via_state: bool = False,
     ) -> None:
         self.app = app
         self.limiter = limiter
+        # True when RequestContextMiddleware wraps us and adds
+        # scope["state"]["response_headers"] to the response for us.
+        self.headers_via_state = headers_via_state
         self.rules = _Rules(rules)
         self.trusted_proxies = tuple(trusted_proxies)
         # Without trusted proxies the caller is a function of the socket peer
@@ -326,6 +330,12 @@ class RateLimitMiddleware:
         extra = decision.raw_headers()
         if not decision.allowed:
             await _refuse(send, path, decision, extra)
+            return
+        if self.headers_via_state:
+            # The request middleware outside us adds these with X-Request-Id:
+            # one send wrapper per request instead of two.
+            scope["state"].setdefault("response_headers", []).extend(extra)
+            await self.app(scope, receive, send)
             return
 
         async def send_with_headers(message: Message) -> None:
