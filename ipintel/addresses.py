@@ -7,6 +7,7 @@ ranges) live in exactly one place.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 
@@ -24,6 +25,17 @@ _MAX_IP_TEXT = 45
 def parse_ip(text: str) -> IPAddress:
     """Parse an address as a client wrote it; raise ``invalid_ip`` otherwise.
 
+    Recent answers are memoised (bounded): the same few addresses are asked
+    about over and over, and ``ipaddress`` parsing is the dearest step of a
+    cached lookup. Failures are not memoised."""
+    if type(text) is str and 0 < len(text) <= _MAX_IP_TEXT:
+        return _parse_ip_cached(text)
+    return _parse_ip(text)
+
+
+def _parse_ip(text: str) -> IPAddress:
+    """Parse an address as a client wrote it; raise ``invalid_ip`` otherwise.
+
     Zone ids (``fe80::1%eth0``) are refused: they name an interface of the
     client's machine and mean nothing to us. An IPv4-mapped IPv6 address is
     the IPv4 address it carries (SPEC 1).
@@ -37,6 +49,9 @@ def parse_ip(text: str) -> IPAddress:
     if ip.version == 6 and ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
     return ip
+
+
+_parse_ip_cached = functools.lru_cache(maxsize=8192)(_parse_ip)
 
 
 def _show(text: object, limit: int = 64) -> str:

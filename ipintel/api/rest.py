@@ -8,6 +8,7 @@ are raised as :class:`~ipintel.errors.ApiError` and rendered here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,9 +46,33 @@ class Endpoint:
                 data = await handler(request, request.app.state.intel)
             except ApiError as error:
                 return error_response(error)
-            return JSONResponse({"data": data})
+            return Response(render_data(data), media_type="application/json")
 
         return Route(self.path, endpoint, methods=["GET"], name=self.operation_id)
+
+
+# Rendered bodies of recent data objects, by identity. A cached answer is the
+# same (never mutated) object every time it is served, so its JSON is encoded
+# once; the entry holds the object itself, so its id cannot be reused while
+# the entry lives. Bounded: emptied when full.
+_RENDERED: dict[int, tuple[object, bytes]] = {}
+_RENDERED_MAX = 4096
+_RENDERED_MAX_BODY = 4096
+
+
+def render_data(data: dict[str, Any]) -> bytes:
+    """``{"data": data}`` as JSON bytes (Starlette's JSONResponse encoding)."""
+    known = _RENDERED.get(id(data))
+    if known is not None and known[0] is data:
+        return known[1]
+    body = json.dumps({"data": data}, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode(
+        "utf-8"
+    )
+    if len(body) <= _RENDERED_MAX_BODY:  # big answers (long DNS lists) are not worth holding
+        if len(_RENDERED) >= _RENDERED_MAX:
+            _RENDERED.clear()
+        _RENDERED[id(data)] = (data, body)
+    return body
 
 
 def error_response(error: ApiError) -> JSONResponse:
