@@ -9,17 +9,29 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hypercorn.asyncio import serve  # noqa: E402
-from starlette.applications import Starlette  # noqa: E402
-from starlette.requests import Request  # noqa: E402
-from starlette.responses import JSONResponse  # noqa: E402
-from starlette.routing import Route  # noqa: E402
+from hypercorn.asyncio import serve
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
-from ipintel.__main__ import hypercorn_config  # noqa: E402
+from ipintel.__main__ import hypercorn_config
+
+# With BARE_SPEC_HEADERS=1 the handler also sends the five headers SPEC 2 and 5
+# put on every ipintel answer (X-Request-Id and the RateLimit-* set), so the
+# report can show what those headers alone cost in hypercorn and h11.
+SPEC_HEADERS = {
+    "x-request-id": "0123456789abcdef",
+    "ratelimit-limit": "60",
+    "ratelimit-remaining": "59",
+    "ratelimit-reset": "1",
+    "ratelimit-policy": "60;w=60",
+}
+HEADERS = SPEC_HEADERS if os.environ.get("BARE_SPEC_HEADERS") == "1" else None
 
 
 async def handler(request: Request) -> JSONResponse:
-    return JSONResponse({"data": {"ip": request.path_params.get("ip"), "ok": True}})
+    return JSONResponse({"data": {"ip": request.path_params.get("ip"), "ok": True}}, headers=HEADERS)
 
 
 app = Starlette(routes=[Route("/ip/{ip}", handler), Route("/cidr", handler)])

@@ -95,8 +95,9 @@ def ipintel_server(env: dict[str, str] | None = None) -> contextlib.AbstractCont
     return server([sys.executable, "-m", "ipintel"], base)
 
 
-def bare_server() -> contextlib.AbstractContextManager[int]:
-    return server([sys.executable, str(ROOT / "bench" / "bare_app.py")])
+def bare_server(spec_headers: bool = False) -> contextlib.AbstractContextManager[int]:
+    env = {"BARE_SPEC_HEADERS": "1"} if spec_headers else None
+    return server([sys.executable, str(ROOT / "bench" / "bare_app.py")], env)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from typing import Any
 
 from ipintel.errors import ApiError
@@ -11,8 +12,9 @@ from ipintel.errors import ApiError
 _RANGE = re.compile(r"^([0-9A-Fa-f:.]{2,45})/([0-9]{1,3})$")
 
 
-def parse_range(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-    """``<address>/<prefix>``; host bits may be set (``192.168.1.77/24``)."""
+def parse_range(text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]:
+    """``<address>/<prefix>`` as (address, prefix length); host bits may be set
+    (``192.168.1.77/24``)."""
     if not isinstance(text, str) or not text:
         raise ApiError("invalid_range", "range is required, e.g. 192.168.1.0/24 or 2001:db8::/48")
     match = _RANGE.match(text)
@@ -29,40 +31,52 @@ def parse_range(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
         raise ApiError(
             "invalid_range", f"prefix length {length} is out of bounds for IPv{ip.version} (0-{ip.max_prefixlen})"
         )
-    return ipaddress.ip_network(f"{ip}/{length}", strict=False)
+    return ip, length
+
+
+def _v4(value: int) -> str:
+    return socket.inet_ntoa(value.to_bytes(4, "big"))
 
 
 def calculate(text: str) -> dict[str, Any]:
-    net = parse_range(text)
-    total = net.num_addresses
-    first_addr, last_addr = net.network_address, net.broadcast_address
-    if net.version == 6:
+    """The SPEC 3.6 record; plain integer arithmetic on the parsed range (this
+    route is not cached, so it is kept cheap)."""
+    ip, prefix_length = parse_range(text)
+    bits = ip.max_prefixlen
+    host_bits = bits - prefix_length
+    total = 1 << host_bits
+    hostmask = total - 1
+    mask = ((1 << bits) - 1) ^ hostmask
+    first_addr = int(ip) & mask
+    last_addr = first_addr | hostmask
+    if ip.version == 6:
         # No broadcast in IPv6 (RFC 4291); every address is usable.
+        network = str(ipaddress.IPv6Address(first_addr))
         return {
-            "network": str(net.network_address),
+            "network": network,
             "broadcast": None,
-            "subnetMask": net.netmask.exploded,
+            "subnetMask": ipaddress.IPv6Address(mask).exploded,
             "wildcardMask": None,
-            "prefixLength": net.prefixlen,
+            "prefixLength": prefix_length,
             "totalHosts": total,
             "usableHosts": total,
-            "firstHost": str(first_addr),
-            "lastHost": str(last_addr),
+            "firstHost": network,
+            "lastHost": str(ipaddress.IPv6Address(last_addr)),
         }
-    if net.prefixlen == 32:
+    if host_bits == 0:
         usable, first, last = 1, first_addr, first_addr
-    elif net.prefixlen == 31:  # RFC 3021: point-to-point, both addresses usable
+    elif host_bits == 1:  # /31, RFC 3021: point-to-point, both addresses usable
         usable, first, last = 2, first_addr, last_addr
     else:
         usable, first, last = total - 2, first_addr + 1, last_addr - 1
     return {
-        "network": str(net.network_address),
-        "broadcast": str(net.broadcast_address),
-        "subnetMask": str(net.netmask),
-        "wildcardMask": str(net.hostmask),
-        "prefixLength": net.prefixlen,
+        "network": _v4(first_addr),
+        "broadcast": _v4(last_addr),
+        "subnetMask": _v4(mask),
+        "wildcardMask": _v4(hostmask),
+        "prefixLength": prefix_length,
         "totalHosts": total,
         "usableHosts": usable,
-        "firstHost": str(first),
-        "lastHost": str(last),
+        "firstHost": _v4(first),
+        "lastHost": _v4(last),
     }
