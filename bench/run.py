@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
     print(table)
     report = (
         "# Benchmark results\n\n"
-        f"Run {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC with `make bench` on: {machine()}.\n\n"
+        f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC with `make bench` on: {machine()}.\n\n"
         f"{table}\n"
     )
     if not argv:  # only a full run replaces the committed report

@@ -174,7 +174,15 @@ class Intel:
                 address, city_db=self.databases.city, asn=self.asn_source, timezones=self.timezones
             )
 
-        return await self.caches["geoip"].get_or_load(self._geo_key("ip", address), load, ttl=ttl)
+        def lifetime(record: dict[str, Any]) -> float | None:
+            # A record without its AS (Team Cymru unreachable, or an address no
+            # AS announces) is kept 5 minutes, so a passing DNS failure does not
+            # leave the ASN fields null for a day.
+            if ttl is None or record.get("asn") is not None:
+                return ttl
+            return min(ttl, cache.INCOMPLETE_TTL)
+
+        return await self.caches["geoip"].get_or_load(self._geo_key("ip", address), load, ttl=lifetime)
 
     def _geo_key(self, namespace: str, address: addresses.IPAddress) -> tuple[str, str, int]:
         """Key in the GeoIP cache (``ip`` records and ``vpn`` verdicts share it, SPEC 4).

@@ -268,5 +268,10 @@ def test_unusable_zone_is_a_configuration_error_at_start(
 
     monkeypatch.setenv("IPINTEL_DNSBL_ZONES", "zen.spamhaus.org,not a zone")
     monkeypatch.setenv("IPINTEL_LOG_FORMAT", "text")
-    assert main([]) == 2
+    from ipintel import logs
+
+    try:
+        assert main([]) == 2
+    finally:
+        logs.access_log.enabled = False  # main() configured logging for a server; the suite is not one
     assert "configuration error: IPINTEL_DNSBL_ZONES: 'not a zone' is not a DNS zone name" in capsys.readouterr().err

@@ -229,3 +229,26 @@ def test_parsing_never_raises(texts: list[str]) -> None:
     name = parse_as_name(texts, 15169)
     org = organisation(name)
     assert org is None or (org.strip() == org and org)
+
+
+async def test_record_without_asn_is_kept_only_five_minutes(settings) -> None:  # type: ignore[no-untyped-def]
+    """A GeoIP record whose ASN lookup failed must not pin null ASN fields for 24 h."""
+    from tests.support.app import running_app
+    from tests.support.clock import FakeClock
+    from tests.support.dns_server import DnsServer
+
+    clock = FakeClock()
+    with DnsServer() as dns:
+        dns.servfail("asn.cymru.com")
+        configured = settings.replace(geoip_asn_db=None, dns_servers=dns.servers, dns_timeout=0.3)
+        async with running_app(configured, clock=clock) as client:
+            first = (await client.get("/ip/8.8.8.8")).json()["data"]
+            dns.clear()
+            dns.add("8.8.8.8.origin.asn.cymru.com", "TXT", ["15169 | 8.8.8.0/24 | US | arin | 2023-12-28"], ttl=0)
+            dns.add("AS15169.asn.cymru.com", "TXT", ["15169 | US | arin | 2000-03-30 | GOOGLE - Google LLC, US"], ttl=0)
+            clock.advance(60)
+            cached = (await client.get("/ip/8.8.8.8")).json()["data"]
+            clock.advance(301)
+            refreshed = (await client.get("/ip/8.8.8.8")).json()["data"]
+    assert first["asn"] is None and cached["asn"] is None
+    assert refreshed["asn"] == "AS15169" and refreshed["org"] == "Google LLC"

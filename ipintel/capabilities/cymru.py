@@ -131,7 +131,7 @@ class CymruAsnSource:
         try:
             asn = await self._origin_asn(ip)
         except ResolverError as exc:
-            log.info("Team Cymru origin lookup for %s failed: %s", ip, exc)
+            log.debug("Team Cymru origin lookup for %s failed: %s", ip, exc)  # DEBUG: the address is a client's lookup
             return None
         except Exception:  # an ASN is a garnish: never fail the GeoIP answer for it
             log.exception("Team Cymru origin lookup for %s failed unexpectedly", ip)
@@ -141,7 +141,7 @@ class CymruAsnSource:
         try:
             name = await self._name(asn)
         except ResolverError as exc:  # the number alone is still worth giving
-            log.info("Team Cymru name lookup for AS%d failed: %s", asn, exc)
+            log.debug("Team Cymru name lookup for AS%d failed: %s", asn, exc)
             name = None
         except Exception:
             log.exception("Team Cymru name lookup for AS%d failed unexpectedly", asn)

@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -111,6 +112,24 @@ def settings_env(settings_vars: dict[str, str]) -> dict[str, str]:
     return env
 
 
+class _Drained:
+    """The output of a process, read continuously in the background."""
+
+    def __init__(self, pipe: Any) -> None:
+        self._chunks: list[bytes] = []
+        self._thread = threading.Thread(target=self._pump, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, pipe: Any) -> None:
+        for chunk in iter(lambda: pipe.read1(65536), b""):
+            self._chunks.append(chunk)
+
+    def read(self) -> bytes:
+        """Everything the process wrote; waits for its end of output."""
+        self._thread.join(timeout=30)
+        return b"".join(self._chunks)
+
+
 @contextlib.contextmanager
 def server_process(env_vars: dict[str, str], *, ready_path: str = "/healthz", timeout: float = 20.0) -> Iterator[tuple[httpx.Client, subprocess.Popen]]:
     """Start ``python -m ipintel`` (hypercorn) on a free port; yield a client and the process."""
@@ -119,6 +138,10 @@ def server_process(env_vars: dict[str, str], *, ready_path: str = "/healthz", ti
     proc = subprocess.Popen(
         [sys.executable, "-m", "ipintel"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
+    # A reader thread empties the pipe as the server writes, or the server
+    # would block once ~64 KB of logs filled it; ``proc.stdout.read()`` then
+    # returns everything written, once the process has exited.
+    proc.stdout = _Drained(proc.stdout)  # type: ignore[assignment]
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
