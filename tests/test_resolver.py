@@ -207,3 +207,22 @@ async def test_query_before_start_is_a_programming_error() -> None:
     async with Resolver((("127.0.0.1", 53),)) as resolver:
         with pytest.raises(ValueError):
             await resolver.query("example.com", "ANYTHING")
+
+
+async def test_channel_is_renewed_so_the_c_ares_cache_stays_bounded() -> None:
+    """c-ares caches answers per channel without an entry limit; the resolver
+    replaces its channel every N queries, and answers keep coming across it."""
+    from tests.support.dns_server import DnsServer
+
+    with DnsServer() as dns:
+        dns.add("a.example", "A", "192.0.2.1", ttl=3600)
+        resolver = Resolver(dns.servers, timeout=1.0, rotate_after_queries=3)
+        await resolver.start()
+        try:
+            answers = [await resolver.query("a.example", "A") for _ in range(8)]
+            assert all(a[0].data == "192.0.2.1" for a in answers)
+            assert resolver.rotations == 2
+            # A renewed channel has an empty cache: it asked the server again.
+            assert dns.count("a.example", "A") == 3
+        finally:
+            await resolver.close()

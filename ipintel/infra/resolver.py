@@ -133,6 +133,9 @@ class Resolver:
         servers: tuple[tuple[str, int], ...] = (),
         timeout: float = 2.0,
         stats: UpstreamStats | None = None,
+        *,
+        rotate_after_queries: int = 20_000,
+        rotate_after_seconds: float = 600.0,
     ) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
@@ -140,18 +143,52 @@ class Resolver:
         self.timeout = timeout
         self.stats = stats or UpstreamStats()
         self._dns: aiodns.DNSResolver | None = None
+        # c-ares keeps an answer cache per channel that cannot be switched off
+        # from pycares and has no entry limit (only a TTL cap of one hour). A
+        # fresh channel every N queries or T seconds bounds it: client-chosen
+        # names cannot pile up in it.
+        self.rotate_after_queries = rotate_after_queries
+        self.rotate_after_seconds = rotate_after_seconds
+        self.rotations = 0
+        self._queries = 0
+        self._born = 0.0
+        self._retired: set[asyncio.Task[None]] = set()
+
+    def _new_channel(self) -> aiodns.DNSResolver:
+        nameservers = [server_address(host, port) for host, port in self.servers] or None
+        first_try = max(self.timeout * _FIRST_TRY_SHARE, _MIN_TRY_SECONDS)
+        self._queries = 0
+        self._born = time.monotonic()
+        return aiodns.DNSResolver(nameservers=nameservers, timeout=first_try, tries=_TRIES)
 
     async def start(self) -> None:
         """Create the c-ares channel; it needs the running loop, hence not in ``__init__``."""
         if self._dns is None:
-            nameservers = [server_address(host, port) for host, port in self.servers] or None
-            first_try = max(self.timeout * _FIRST_TRY_SHARE, _MIN_TRY_SECONDS)
-            self._dns = aiodns.DNSResolver(nameservers=nameservers, timeout=first_try, tries=_TRIES)
+            self._dns = self._new_channel()
 
     async def close(self) -> None:
+        for task in list(self._retired):
+            task.cancel()
         if self._dns is not None:
             dns, self._dns = self._dns, None
             await dns.close()
+
+    def _rotate(self) -> None:
+        """Replace the channel; the old one finishes its queries in flight
+        (each ends within its timeout) and is closed after that."""
+        old, self._dns = self._dns, self._new_channel()
+        self.rotations += 1
+
+        async def retire() -> None:
+            try:
+                await asyncio.sleep(self.timeout + 1.0)
+            finally:
+                if old is not None:
+                    await old.close()
+
+        task = asyncio.get_running_loop().create_task(retire())
+        self._retired.add(task)
+        task.add_done_callback(self._retired.discard)
 
     async def __aenter__(self) -> Resolver:
         await self.start()
@@ -186,6 +223,13 @@ class Resolver:
         if rdtype not in QUERY_TYPES:
             raise ValueError(f"unsupported record type {rdtype!r}")
         limit = self.timeout if timeout is None else timeout
+        self._channel()  # raises before start()
+        self._queries += 1
+        if (
+            self._queries > self.rotate_after_queries
+            or time.monotonic() - self._born > self.rotate_after_seconds
+        ):
+            self._rotate()
         dns = self._channel()
         started = time.perf_counter()
         outcome = "error"
