@@ -29,8 +29,19 @@ run: $(STAMP)
 geoip: $(STAMP)
 	$(PY) scripts/fetch-geoip --force "$(DATA_DIR)"
 
+INSPECTOR_STAMP := $(VENV)/inspector/.installed
+INSPECTOR_VERSION := 2.12.0
+
+# The MCP Inspector CLI, for the interoperability test of SPEC 8. It comes from the
+# npm registry; without npm (or the registry) that one test is skipped, not failed.
+$(INSPECTOR_STAMP): | $(PY)
+	@mkdir -p $(VENV)/inspector
+	@if command -v npm >/dev/null 2>&1 && (cd $(VENV)/inspector && timeout 90 npm install --silent --no-audit --no-fund \
+		@modelcontextprotocol/inspector@$(INSPECTOR_VERSION) >/dev/null 2>&1); then touch $@; \
+	else echo "npm or its registry unavailable: the MCP Inspector test will be skipped"; fi
+
 ## test: install the dev dependencies and run the whole suite
-test: $(DEV_STAMP)
+test: $(DEV_STAMP) $(INSPECTOR_STAMP)
 	$(PY) -m pytest
 
 lint: $(DEV_STAMP)

@@ -190,3 +190,42 @@ async def test_transport_rules_on_the_real_server(mcp_server: tuple[str, httpx.C
     assert evil.status_code == 403
     for response in (after, slash, sse):
         assert "mcp-session-id" not in response.headers
+
+
+# The MCP Inspector's CLI (SPEC 8), installed by `make test` from the npm registry into the venv when npm
+# is available. Pinned: its command line changed between major versions.
+INSPECTOR = Path(__file__).resolve().parents[1] / ".venv" / "inspector" / "node_modules" / ".bin" / "mcp-inspector"
+
+
+def _inspector(url: str, *args: str) -> dict[str, Any]:
+    import subprocess
+
+    done = subprocess.run(
+        [str(INSPECTOR), "--cli", url, "--transport", "http", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    # The CLI prints the JSON-RPC result first (and a summary line after it for isError results).
+    decoder = json.JSONDecoder()
+    result, _ = decoder.raw_decode(done.stdout.lstrip())
+    return result  # type: ignore[no-any-return]
+
+
+@pytest.mark.skipif(
+    not INSPECTOR.exists(), reason="the MCP Inspector CLI is not installed (make test installs it with npm)"
+)
+async def test_mcp_inspector_cli_lists_and_calls_every_tool(mcp_server: tuple[str, httpx.Client]) -> None:
+    url, _http = mcp_server
+    listing = await asyncio.to_thread(_inspector, url, "--method", "tools/list")
+    tools = {tool["name"]: tool for tool in listing["tools"]}
+    assert list(tools) == [name for name in ORDER if live(name)]
+    for name, tool in tools.items():
+        for arguments in CALLS[name]:
+            flags = [f"{key}={value}" for key, value in arguments.items()]
+            result = await asyncio.to_thread(
+                _inspector, url, "--method", "tools/call", "--tool-name", name, "--tool-arg", *flags
+            )
+            assert result.get("isError") in (None, False), (name, arguments, result)
+            Draft202012Validator(tool["outputSchema"]).validate(result["structuredContent"])
+            assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
