@@ -63,19 +63,15 @@ class AccessLog:
         self._second = -1
         self._stamp = ""
 
-    def write(self, entry: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
+    def _timestamp(self) -> str:
         now = time.time()
         second = int(now)
         if second != self._second:  # strftime once a second, not once a request
             self._second = second
             self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        stamp = f"{self._stamp}.{int(now * 1000) % 1000:03d}Z"
-        if self.fmt == "json":
-            line = _JSON_PREFIX.format(stamp) + json.dumps(entry, separators=(", ", ": "))[1:]
-        else:
-            line = f"{stamp[11:19]} INFO    ipintel.access: " + " ".join(f"{k}={v}" for k, v in entry.items())
+        return f"{self._stamp}.{int(now * 1000) % 1000:03d}Z"
+
+    def _append(self, line: str) -> None:
         self._lines.append(line)
         if self._handle is None:
             try:
@@ -85,14 +81,22 @@ class AccessLog:
                 return
             self._handle = loop.call_later(self.interval, self.flush)
 
+    def write(self, entry: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        stamp = self._timestamp()
+        if self.fmt == "json":
+            self._append(_JSON_PREFIX.format(stamp) + json.dumps(entry, separators=(", ", ": "))[1:])
+        else:
+            self._append(f"{stamp[11:19]} INFO    ipintel.access: " + " ".join(f"{k}={v}" for k, v in entry.items()))
+
     def write_request(
         self, request_id: str, method: str, route: str, status: int, seconds: float, client: str | None
     ) -> None:
         """The access line of one request. Every field is either ours (route
         template, status, duration) or already validated (the request id
-        matches a safe token pattern, the method is an HTTP token, the client
-        is an IP address), so the JSON is formatted directly; anything else
-        takes the general path."""
+        matches a safe token pattern, the method is an HTTP token), so the JSON
+        is formatted directly; anything else takes the general path."""
         if not self.enabled:
             return
         duration = round(seconds * 1000, 3)
@@ -108,24 +112,12 @@ class AccessLog:
                 }
             )
             return
-        now = time.time()
-        second = int(now)
-        if second != self._second:
-            self._second = second
-            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         client_json = json.dumps(client)  # normally an address, but a unix socket peer is a path
-        self._lines.append(
-            f'{{"time": "{self._stamp}.{int(now * 1000) % 1000:03d}Z", "level": "info", "logger": "ipintel.access", '
+        self._append(
+            f'{{"time": "{self._timestamp()}", "level": "info", "logger": "ipintel.access", '
             f'"message": "request", "request_id": "{request_id}", "method": "{method}", "route": {json.dumps(route)}, '
             f'"status": {status}, "duration_ms": {duration}, "client": {client_json}}}'
         )
-        if self._handle is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                self.flush()
-                return
-            self._handle = loop.call_later(self.interval, self.flush)
 
     def flush(self) -> None:
         self._handle = None
