@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 DATA_DIR ?= $(or $(IPINTEL_DATA_DIR),data)
 
-.PHONY: run test lint fmt bench geoip clean k8s-validate image
+.PHONY: run test lint fmt bench geoip clean k8s-validate image fuzz soak
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ $(INSPECTOR_STAMP): | $(PY)
 ## test: install the dev dependencies and run the whole suite
 test: $(DEV_STAMP) $(INSPECTOR_STAMP)
 	$(PY) -m pytest
+
+## fuzz: the contract fuzzing of tests/test_fuzz.py, with many more (random) examples per operation
+fuzz: $(DEV_STAMP)
+	IPINTEL_FUZZ_EXAMPLES=$${IPINTEL_FUZZ_EXAMPLES:-300} IPINTEL_FUZZ_RANDOM=1 $(PY) -m pytest -s tests/test_fuzz.py
+
+## soak: mixed traffic over every route and tool while the fake upstreams fail in turn (SOAK_SECONDS, default 120)
+soak: $(DEV_STAMP)
+	$(PY) scripts/soak.py
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,263 @@
+"""One local fake internet for tests, fuzzing, the soak run and benchmarks.
+
+Everything the service talks to, on 127.0.0.1 only, composed from the
+reusable support servers:
+
+- a DNS server (:class:`~tests.support.dns_server.DnsServer`) with forward
+  zones, reverse (PTR) zones, DNSBL zones and Team-Cymru-style ASN zones;
+- an RDAP world (:mod:`tests.support.rdap_server`): IANA bootstrap files and
+  two registries;
+- a StopForumSpam-style reputation API
+  (:class:`~tests.support.reputation_server.ReputationServer`);
+- every VPN/hosting feed in its published format
+  (:class:`~tests.support.feeds.FeedServer`).
+
+The aiohttp servers run on an event loop in a thread of their own, so a
+synchronous test, a subprocess server and a benchmark can all use them. The
+service is pointed at it through the ``IPINTEL_*`` settings only
+(:attr:`FakeInternet.env`, :meth:`FakeInternet.settings`). Each upstream can
+be made slow, down, or to answer garbage on command, and restored::
+
+    with FakeInternet() as net:
+        with server_process(net.env) as (client, proc):
+            net.dns_down()        # every query goes unanswered (timeouts)
+            net.rdap_failing()    # registries answer 503
+            net.restore()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from ipintel.settings import Settings, parse_feed_urls
+from tests.support.dns_server import DnsServer
+from tests.support.dnsbl import healthy_list
+from tests.support.feeds import FeedServer
+from tests.support.feeds import Reply as FeedReply
+from tests.support.rdap_server import RdapServer, Reply, rdap_server
+from tests.support.reputation_server import ReputationServer
+
+SFS_CLEAN = {"success": 1, "ip": {"appears": 0, "frequency": 0}}
+SFS_LISTED = {"success": 1, "ip": {"appears": 1, "frequency": 7, "lastseen": "2026-11-01 10:00:00", "confidence": 55.0}}
+
+# Addresses and names the fake internet knows about.
+LISTED_IP = "45.33.32.156"  # listed by the healthy DNSBL and by the reputation API
+ARIN_IP = "3.3.3.3"
+RIPE_IP = "193.0.6.139"
+DOMAIN = "example.com"
+
+ARIN_NETWORK = {
+    "rdapConformance": ["rdap_level_0"],
+    "objectClassName": "ip network",
+    "handle": "NET-3-0-0-0-1",
+    "startAddress": "3.0.0.0",
+    "endAddress": "3.127.255.255",
+    "ipVersion": "v4",
+    "name": "AT-88-Z",
+    "port43": "whois.arin.net",
+    "events": [{"eventAction": "registration", "eventDate": "2019-06-07T10:51:44-04:00"}],
+    "entities": [
+        {
+            "objectClassName": "entity",
+            "handle": "AT-88-Z",
+            "roles": ["registrant"],
+            "vcardArray": ["vcard", [["version", {}, "text", "4.0"], ["fn", {}, "text", "Amazon Technologies Inc."],
+                                     ["kind", {}, "text", "org"]]],
+        }
+    ],
+}  # fmt: skip
+RIPE_NETWORK = {
+    "rdapConformance": ["rdap_level_0"],
+    "objectClassName": "ip network",
+    "handle": "193.0.0.0 - 193.0.7.255",
+    "startAddress": "193.0.0.0",
+    "endAddress": "193.0.7.255",
+    "ipVersion": "v4",
+    "name": "RIPE-NCC",
+    "country": "NL",
+    "port43": "whois.ripe.net",
+    "events": [{"eventAction": "last changed", "eventDate": "2021-08-04T13:40:09Z"}],
+}
+
+
+class FakeInternet:
+    """Start with ``with FakeInternet() as net:``; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.dns = DnsServer()
+        self.rdap: RdapServer | None = None
+        self.reputation: ReputationServer | None = None
+        self.feeds = FeedServer()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fake-internet", daemon=True)
+        self._stack = contextlib.AsyncExitStack()
+
+    # Life cycle ----------------------------------------------------------------
+
+    def _run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=30)
+
+    def call(self, function: Callable[[], Any]) -> Any:
+        """Run ``function`` on the servers' loop (their state belongs to it)."""
+
+        async def run() -> Any:
+            return function()
+
+        return self._run(run())
+
+    def start(self) -> FakeInternet:
+        self.dns.start()
+        self._thread.start()
+
+        async def up() -> None:
+            self.rdap = await self._stack.enter_async_context(
+                rdap_server({"arin": ["3.0.0.0/8", "2600::/12"], "ripe": ["193.0.0.0/8", "2001:600::/23"]})
+            )
+            self.reputation = await self._stack.enter_async_context(ReputationServer())
+            await self._stack.enter_async_context(self.feeds)
+
+        self._run(up())
+        self.restore()
+        return self
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self._run(self._stack.aclose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self.dns.stop()
+
+    def __enter__(self) -> FakeInternet:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # Where the service finds it -------------------------------------------------
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The ``IPINTEL_*`` variables pointing a server process here."""
+        assert self.rdap is not None and self.reputation is not None
+        feed_urls = ",".join(f"{name}={url}" for name, url in self.feeds.feed_urls().items() if url)
+        return {
+            "IPINTEL_DNS_SERVERS": self.dns.env,
+            "IPINTEL_DNS_TIMEOUT": "0.5",
+            "IPINTEL_DNSBL_ZONES": "healthy.test,second.test",
+            "IPINTEL_RDAP_BOOTSTRAP_URL": self.rdap.bootstrap_url,
+            "IPINTEL_REPUTATION_URL": self.reputation.url("/api"),
+            "IPINTEL_UPSTREAM_TIMEOUT": "1",
+            "IPINTEL_CYMRU_ZONE": "asn.cymru.test",
+            "IPINTEL_FEEDS": "on",
+            "IPINTEL_FEED_URLS": feed_urls,
+            "IPINTEL_BLACKLIST_DEADLINE": "1.5",
+        }
+
+    def settings(self, base: Settings) -> Settings:
+        """``base`` with every upstream pointed here (for ASGI tests)."""
+        env = self.env
+        return base.replace(
+            dns_servers=self.dns.servers,
+            dns_timeout=float(env["IPINTEL_DNS_TIMEOUT"]),
+            dnsbl_zones=tuple(env["IPINTEL_DNSBL_ZONES"].split(",")),
+            rdap_bootstrap_url=env["IPINTEL_RDAP_BOOTSTRAP_URL"],
+            reputation_url=env["IPINTEL_REPUTATION_URL"],
+            upstream_timeout=float(env["IPINTEL_UPSTREAM_TIMEOUT"]),
+            cymru_zone=env["IPINTEL_CYMRU_ZONE"],
+            feed_urls=parse_feed_urls(env["IPINTEL_FEED_URLS"]),
+            blacklist_deadline=float(env["IPINTEL_BLACKLIST_DEADLINE"]),
+        )
+
+    # Faults on command ------------------------------------------------------------
+
+    def restore(self) -> None:
+        """Every upstream healthy, with its normal content."""
+        dns = self.dns
+        dns.clear()
+        dns.delay = 0.0
+        dns.add(DOMAIN, "A", "93.184.215.14", ttl=60)
+        dns.add(DOMAIN, "AAAA", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", ttl=60)
+        dns.add(DOMAIN, "MX", "10 mail.example.com", ttl=60)
+        dns.add(DOMAIN, "TXT", ["v=spf1 -all"], ttl=60)
+        dns.add(DOMAIN, "NS", "a.iana-servers.net", ttl=60)
+        dns.add("www.example.com", "CNAME", DOMAIN, ttl=60)
+        dns.add("xn--bcher-kva.example", "A", "192.0.2.80", ttl=60)
+        dns.add_ptr("8.8.8.8", "dns.google", ttl=60)
+        dns.add_ptr("2001:4860:4860::8888", "dns.google", ttl=60)
+        for ip, asn, prefix in (("8.8.8.8", 15169, "8.8.8.0/24"), (ARIN_IP, 16509, "3.0.0.0/9")):
+            reversed_ip = ".".join(reversed(ip.split(".")))
+            dns.add(f"{reversed_ip}.origin.asn.cymru.test", "TXT", [f"{asn} | {prefix} | US | arin | 2023-12-28"])
+        dns.add("AS15169.asn.cymru.test", "TXT", ["15169 | US | arin | 2000-03-30 | GOOGLE - Google LLC, US"])
+        dns.add("AS16509.asn.cymru.test", "TXT", ["16509 | US | arin | 2000-05-04 | AMAZON-02 - Amazon.com, Inc., US"])
+        healthy_list(dns, "healthy.test", listed={LISTED_IP: "127.0.0.2"})
+        healthy_list(dns, "second.test")
+
+        def web_side() -> None:
+            assert self.rdap is not None and self.reputation is not None
+            self.rdap.replies.clear()
+            self.rdap.serve_registries({"arin": ["3.0.0.0/8", "2600::/12"], "ripe": ["193.0.0.0/8", "2001:600::/23"]})
+            self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), Reply.json(ARIN_NETWORK))
+            self.rdap.set(self.rdap.ip_path("ripe", RIPE_IP), Reply.json(RIPE_NETWORK))
+            self.reputation.respond(body=SFS_CLEAN)
+            self.feeds.replies.clear()
+            self.feeds.serve_world()
+
+        self.call(web_side)
+
+    def dns_down(self) -> None:
+        """No DNS query is answered: every lookup ends in its timeout."""
+        self.dns.clear()
+        for top in ("com", "net", "org", "test", "example", "arpa", "google"):
+            self.dns.blackhole(top)
+
+    def dns_slow(self, delay: float) -> None:
+        self.dns.delay = delay
+
+    def rdap_failing(self, status: int = 503) -> None:
+        def fail() -> None:
+            assert self.rdap is not None
+            for path in list(self.rdap.replies):
+                if "/ip/" in path:
+                    self.rdap.set(path, Reply.server_error(status))
+
+        self.call(fail)
+
+    def rdap_slow(self, delay: float) -> None:
+        def slow() -> None:
+            assert self.rdap is not None
+            self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), Reply.slow(delay, ARIN_NETWORK))
+
+        self.call(slow)
+
+    def rdap_garbage(self) -> None:
+        def garbage() -> None:
+            assert self.rdap is not None
+            self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), Reply.invalid_json())
+            self.rdap.set(self.rdap.ip_path("ripe", RIPE_IP), Reply.html_429())
+
+        self.call(garbage)
+
+    def reputation_garbage(self) -> None:
+        def garbage() -> None:
+            assert self.reputation is not None
+            self.reputation.respond(status=200, body="<html>maintenance</html>")
+
+        self.call(garbage)
+
+    def reputation_slow(self, delay: float) -> None:
+        def slow() -> None:
+            assert self.reputation is not None
+            self.reputation.respond(body=SFS_CLEAN, delay=delay)
+
+        self.call(slow)
+
+    def feeds_down(self) -> None:
+        def down() -> None:
+            for path in list(self.feeds.replies):
+                self.feeds.set(path, FeedReply(b"unavailable", status=503))
+
+        self.call(down)
