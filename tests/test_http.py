@@ -110,8 +110,13 @@ async def test_docs_page_is_served_without_a_cdn(settings: Settings) -> None:
 
 def test_real_server_end_to_end(city_db) -> None:  # type: ignore[no-untyped-def]
     """The real process: hypercorn, env settings, JSON logs with request ids."""
-    env = {"IPINTEL_GEOIP_CITY_DB": str(city_db), "IPINTEL_RATE_LIMITS": "off", "IPINTEL_FEEDS": "off",
-           "IPINTEL_DNS_SERVERS": "127.0.0.1:9", "IPINTEL_DNS_TIMEOUT": "0.5"}
+    env = {
+        "IPINTEL_GEOIP_CITY_DB": str(city_db),
+        "IPINTEL_RATE_LIMITS": "off",
+        "IPINTEL_FEEDS": "off",
+        "IPINTEL_DNS_SERVERS": "127.0.0.1:9",
+        "IPINTEL_DNS_TIMEOUT": "0.5",
+    }
     with server_process(env) as (client, proc):
         record = client.get("/ip/8.8.8.8", headers={"X-Request-Id": "e2e-1"})
         cidr = client.get("/cidr", params={"range": "10.0.0.0/8"})

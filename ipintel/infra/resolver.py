@@ -225,10 +225,7 @@ class Resolver:
         limit = self.timeout if timeout is None else timeout
         self._channel()  # raises before start()
         self._queries += 1
-        if (
-            self._queries > self.rotate_after_queries
-            or time.monotonic() - self._born > self.rotate_after_seconds
-        ):
+        if self._queries > self.rotate_after_queries or time.monotonic() - self._born > self.rotate_after_seconds:
             self._rotate()
         dns = self._channel()
         started = time.perf_counter()

@@ -84,7 +84,9 @@ def _hook(response: httpx.Response) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running_app(settings: Settings, *, client: tuple[str, int] = ("203.0.113.7", 40000), **kwargs: Any) -> AsyncIterator[httpx.AsyncClient]:
+async def running_app(
+    settings: Settings, *, client: tuple[str, int] = ("203.0.113.7", 40000), **kwargs: Any
+) -> AsyncIterator[httpx.AsyncClient]:
     """The ASGI app with its lifespan run, and an httpx client talking to it.
 
     ``client`` is the socket peer the app sees (default: a documentation
@@ -131,7 +133,9 @@ class _Drained:
 
 
 @contextlib.contextmanager
-def server_process(env_vars: dict[str, str], *, ready_path: str = "/healthz", timeout: float = 20.0) -> Iterator[tuple[httpx.Client, subprocess.Popen]]:
+def server_process(
+    env_vars: dict[str, str], *, ready_path: str = "/healthz", timeout: float = 20.0
+) -> Iterator[tuple[httpx.Client, subprocess.Popen]]:
     """Start ``python -m ipintel`` (hypercorn) on a free port; yield a client and the process."""
     port = free_port()
     env = settings_env({**env_vars, "IPINTEL_HOST": "127.0.0.1", "IPINTEL_PORT": str(port)})

@@ -15,8 +15,13 @@ from mmdb_writer import MMDBWriter
 
 def write_mmdb(path: Path, database_type: str, networks: dict[str, dict[str, Any]]) -> Path:
     """Write an IPv6 database (IPv4 mapped in, as MaxMind's are) holding ``networks``."""
-    writer = MMDBWriter(ip_version=6, ipv4_compatible=True, database_type=database_type, languages=["en"],
-                        description={"en": f"ipintel test {database_type}"})
+    writer = MMDBWriter(
+        ip_version=6,
+        ipv4_compatible=True,
+        database_type=database_type,
+        languages=["en"],
+        description={"en": f"ipintel test {database_type}"},
+    )
     for cidr, record in networks.items():
         writer.insert_network(netaddr.IPSet([cidr]), record)
     writer.to_db_file(str(path))
@@ -24,8 +29,13 @@ def write_mmdb(path: Path, database_type: str, networks: dict[str, dict[str, Any
 
 
 def city_record(
-    *, country: str | None, city: str | None = None, region: str | None = None,
-    latitude: float | None = None, longitude: float | None = None, time_zone: str | None = None,
+    *,
+    country: str | None,
+    city: str | None = None,
+    region: str | None = None,
+    latitude: float | None = None,
+    longitude: float | None = None,
+    time_zone: str | None = None,
 ) -> dict[str, Any]:
     record: dict[str, Any] = {}
     if country:
@@ -49,17 +59,30 @@ def city_record(
 # Chicago address without one (DB-IP Lite shape), a country-only record, and
 # an IPv6 prefix.
 CITY_NETWORKS: dict[str, dict[str, Any]] = {
-    "8.8.8.0/24": city_record(country="US", city="Mountain View", region="California",
-                              latitude=37.4223, longitude=-122.085, time_zone="America/Los_Angeles"),
-    "8.8.4.0/24": city_record(country="US", city="Mountain View", region="California",
-                              latitude=37.386, longitude=-122.0838),  # no time zone: derived
-    "12.0.0.0/16": city_record(country="US", city="Chicago", region="Illinois",
-                               latitude=41.8781, longitude=-87.6298),
-    "81.2.69.0/24": city_record(country="GB", city="London", region="England",
-                                latitude=51.5142, longitude=-0.0931, time_zone="Europe/London"),
+    "8.8.8.0/24": city_record(
+        country="US",
+        city="Mountain View",
+        region="California",
+        latitude=37.4223,
+        longitude=-122.085,
+        time_zone="America/Los_Angeles",
+    ),
+    "8.8.4.0/24": city_record(
+        country="US", city="Mountain View", region="California", latitude=37.386, longitude=-122.0838
+    ),  # no time zone: derived
+    "12.0.0.0/16": city_record(country="US", city="Chicago", region="Illinois", latitude=41.8781, longitude=-87.6298),
+    "81.2.69.0/24": city_record(
+        country="GB", city="London", region="England", latitude=51.5142, longitude=-0.0931, time_zone="Europe/London"
+    ),
     "1.1.1.0/24": city_record(country="AU"),  # country only: city, region, coordinates unknown
-    "2001:4860::/32": city_record(country="US", city="Mountain View", region="California",
-                                  latitude=37.4223, longitude=-122.085, time_zone="America/Los_Angeles"),
+    "2001:4860::/32": city_record(
+        country="US",
+        city="Mountain View",
+        region="California",
+        latitude=37.4223,
+        longitude=-122.085,
+        time_zone="America/Los_Angeles",
+    ),
 }
 
 ASN_NETWORKS: dict[str, dict[str, Any]] = {
