@@ -22,20 +22,27 @@ be made slow, down, or to answer garbage on command, and restored::
         with server_process(net.env) as (client, proc):
             net.dns_down()        # every query goes unanswered (timeouts)
             net.rdap_failing()    # registries answer 503
+            net.apply("feeds_garbage", "reputation_slow")   # by name, see FAULTS
             net.restore()
+
+Each upstream has its three faults: ``<part>_slow`` (late past the service's
+timeout), ``<part>_down`` (no answer: DNS silence, a dropped connection, a
+503) and ``<part>_garbage`` (an answer in the wrong format); ``rdap_failing``
+adds registry 5xx. :data:`FAULTS` names them all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ipintel.settings import Settings, parse_feed_urls
-from tests.support.dns_server import DnsServer
-from tests.support.dnsbl import healthy_list
+from tests.support.dns_server import Answer, DnsServer
+from tests.support.dnsbl import AD_SERVER, healthy_list
 from tests.support.feeds import FeedServer
 from tests.support.feeds import Reply as FeedReply
 from tests.support.rdap_server import RdapServer, Reply, rdap_server
@@ -157,9 +164,12 @@ class FakeInternet:
             "IPINTEL_BLACKLIST_DEADLINE": "1.5",
         }
 
-    def settings(self, base: Settings) -> Settings:
-        """``base`` with every upstream pointed here (for ASGI tests)."""
+    def settings(self, base: Settings | None = None) -> Settings:
+        """``base`` (default: the settings the environment of :attr:`env` gives) with every
+        upstream pointed here, for ASGI tests."""
         env = self.env
+        if base is None:
+            return Settings.from_env(env)
         return base.replace(
             dns_servers=self.dns.servers,
             dns_timeout=float(env["IPINTEL_DNS_TIMEOUT"]),
@@ -208,16 +218,52 @@ class FakeInternet:
 
         self.call(web_side)
 
+    def apply(self, *faults: str) -> None:
+        """Apply faults by name (see :data:`FAULTS`), on top of the current state."""
+        for name in faults:
+            FAULTS[name](self)
+
+    # DNS: forward, reverse, DNSBL and Cymru zones alike.
+
     def dns_down(self) -> None:
         """No DNS query is answered: every lookup ends in its timeout."""
         self.dns.clear()
         for top in ("com", "net", "org", "test", "example", "arpa", "google"):
             self.dns.blackhole(top)
 
-    def dns_slow(self, delay: float) -> None:
+    def dns_slow(self, delay: float = 0.15) -> None:
+        """Every DNS answer ``delay`` seconds late. The default is answered, late; from about
+        0.25 s (the resolver's first try of its 0.5 s timeout here) the queries time out."""
         self.dns.delay = delay
 
+    def dns_garbage(self) -> None:
+        """DNS answers that are wrong rather than missing: the forward and reverse zones
+        SERVFAIL, the DNSBL zones answer outside 127/8 (a resolver rewriting NXDOMAIN to an
+        advertising server), the Cymru zone answers TXT that is not Cymru's format."""
+        self.dns.clear()
+
+        def garbage(name: str, qtype: str) -> Answer | None:
+            if name.endswith((".healthy.test", ".second.test")) and qtype == "A":
+                return Answer.a(name, AD_SERVER, ttl=0)
+            if name.endswith(".asn.cymru.test"):
+                return Answer.of(name, "TXT", ["<html>not cymru</html>"], ttl=0)
+            return Answer("SERVFAIL")
+
+        self.dns.hook(garbage)
+
+    # RDAP: the bootstrap stays reachable (it is cached by the service anyway); the registries fail.
+
+    def _rdap_networks(self, reply: Callable[[dict[str, Any]], Reply]) -> None:
+        def apply() -> None:
+            assert self.rdap is not None
+            self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), reply(ARIN_NETWORK))
+            self.rdap.set(self.rdap.ip_path("ripe", RIPE_IP), reply(RIPE_NETWORK))
+
+        self.call(apply)
+
     def rdap_failing(self, status: int = 503) -> None:
+        """Every registry answers ``status`` (an RDAP error object)."""
+
         def fail() -> None:
             assert self.rdap is not None
             for path in list(self.rdap.replies):
@@ -226,20 +272,32 @@ class FakeInternet:
 
         self.call(fail)
 
-    def rdap_slow(self, delay: float) -> None:
-        def slow() -> None:
-            assert self.rdap is not None
-            self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), Reply.slow(delay, ARIN_NETWORK))
+    def rdap_down(self) -> None:
+        """The registries close the connection without answering."""
+        self._rdap_networks(lambda _document: Reply.dropped())
 
-        self.call(slow)
+    def rdap_slow(self, delay: float = 3.0) -> None:
+        """The registries answer ``delay`` seconds late (above ``IPINTEL_UPSTREAM_TIMEOUT``: timeouts)."""
+        self._rdap_networks(lambda document: Reply.slow(delay, document))
 
     def rdap_garbage(self) -> None:
+        """ARIN answers truncated JSON, RIPE its HTML rate-limit page."""
+
         def garbage() -> None:
             assert self.rdap is not None
             self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), Reply.invalid_json())
             self.rdap.set(self.rdap.ip_path("ripe", RIPE_IP), Reply.html_429())
 
         self.call(garbage)
+
+    # The reputation API.
+
+    def reputation_down(self) -> None:
+        def down() -> None:
+            assert self.reputation is not None
+            self.reputation.respond(status=503, body="service unavailable")
+
+        self.call(down)
 
     def reputation_garbage(self) -> None:
         def garbage() -> None:
@@ -248,16 +306,46 @@ class FakeInternet:
 
         self.call(garbage)
 
-    def reputation_slow(self, delay: float) -> None:
+    def reputation_slow(self, delay: float = 4.0) -> None:
         def slow() -> None:
             assert self.reputation is not None
             self.reputation.respond(body=SFS_CLEAN, delay=delay)
 
         self.call(slow)
 
-    def feeds_down(self) -> None:
-        def down() -> None:
-            for path in list(self.feeds.replies):
-                self.feeds.set(path, FeedReply(b"unavailable", status=503))
+    # The feeds (fetched at start-up, then on their schedule; after a failure, retried in 1, 2, 4 ... min).
 
-        self.call(down)
+    def _feeds(self, reply: Callable[[FeedReply], FeedReply]) -> None:
+        def apply() -> None:
+            for path, current in list(self.feeds.replies.items()):
+                self.feeds.set(path, reply(current))
+
+        self.call(apply)
+
+    def feeds_down(self) -> None:
+        self._feeds(lambda _current: FeedReply(b"unavailable", status=503))
+
+    def feeds_slow(self, delay: float = 5.0) -> None:
+        self._feeds(lambda current: dataclasses.replace(current, delay=delay))
+
+    def feeds_garbage(self) -> None:
+        """Every feed answers 200 with an HTML page instead of its format."""
+        self._feeds(lambda _current: FeedReply(b"<html><body>Please enable JavaScript</body></html>" * 50))
+
+
+# Every fault by name, for the soak run, the fuzzing and the tests: ``net.apply("dns_down", "rdap_slow")``.
+FAULTS: dict[str, Callable[[FakeInternet], None]] = {
+    "dns_down": FakeInternet.dns_down,
+    "dns_slow": FakeInternet.dns_slow,
+    "dns_garbage": FakeInternet.dns_garbage,
+    "rdap_failing": FakeInternet.rdap_failing,
+    "rdap_down": FakeInternet.rdap_down,
+    "rdap_slow": FakeInternet.rdap_slow,
+    "rdap_garbage": FakeInternet.rdap_garbage,
+    "reputation_down": FakeInternet.reputation_down,
+    "reputation_slow": FakeInternet.reputation_slow,
+    "reputation_garbage": FakeInternet.reputation_garbage,
+    "feeds_down": FakeInternet.feeds_down,
+    "feeds_slow": FakeInternet.feeds_slow,
+    "feeds_garbage": FakeInternet.feeds_garbage,
+}

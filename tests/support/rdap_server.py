@@ -58,6 +58,7 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
     chunks: int = 0
+    drop: bool = False  # close the connection without an answer (a registry that is down)
 
     @classmethod
     def json(cls, document: Any, *, status: int = 200, content_type: str = RDAP_JSON, delay: float = 0.0) -> Reply:
@@ -93,6 +94,11 @@ class Reply:
     @classmethod
     def slow(cls, delay: float, document: Any | None = None) -> Reply:
         return cls.json(document if document is not None else rdap_error(200, "late"), delay=delay)
+
+    @classmethod
+    def dropped(cls) -> Reply:
+        """No answer at all: the connection is closed once the request has arrived."""
+        return cls(0, b"", None, drop=True)
 
 
 def rdap_error(code: int, title: str) -> dict[str, Any]:
@@ -161,6 +167,10 @@ class RdapServer:
         try:
             if reply.delay:
                 await asyncio.sleep(reply.delay)
+            if reply.drop:
+                assert request.transport is not None
+                request.transport.close()
+                return web.Response()  # never sent: the connection is gone
             if reply.chunks:
                 response = web.StreamResponse(status=reply.status, headers=dict(reply.headers))
                 if reply.content_type:
