@@ -109,7 +109,13 @@ def _reject_constant(name: str) -> Any:
 
 
 def _encode(answer: Any) -> bytes:
-    return json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate the client sent as an escape ("\ud800" in an id or a method name) and we
+        # echo: UTF-8 cannot hold it, so it goes back as the same escape.
+        return json.dumps(answer, separators=(",", ":")).encode("ascii")
 
 
 # After refusing an oversized body, up to this much more of it is read and thrown away (within
