@@ -65,7 +65,10 @@ def build_document(endpoints: Iterable[Endpoint], extra_paths: dict[str, Any] | 
                 },
             }
         }
-        codes = [*ep.errors, *_COMMON_ERRORS] + (["rate_limited"] if ep.scope else [])
+        # An encoded slash in a path parameter ("/ip/8.8.8.8%2F24/vpn") makes it another path, one
+        # with no route: 404 not_found is a real answer of every route with a path parameter.
+        unrouted = ["not_found"] if "{" in ep.path and "not_found" not in ep.errors else []
+        codes = [*ep.errors, *unrouted, *_COMMON_ERRORS] + (["rate_limited"] if ep.scope else [])
         by_status: dict[int, list[str]] = {}
         for code in codes:
             by_status.setdefault(STATUS_BY_CODE[code], []).append(code)
