@@ -26,6 +26,9 @@ def hypercorn_config(host: str, port: int) -> Config:
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = 20.0
     config.keep_alive_timeout = 75.0  # above common load balancers' idle timeouts
+    # A client silent this long mid-request (a body announced but never sent) loses its connection;
+    # without it such a connection is held forever (the keep-alive timer only runs between requests).
+    config.read_timeout = 75
     config.h11_max_incomplete_size = 16 * 1024  # request line and headers
     config.max_app_queue_size = 10
     return config
