@@ -40,9 +40,10 @@ ENDPOINTS = [
             path_param("domain", "A domain name (IDN accepted, one trailing dot allowed)", "example.com"),
             query_param(
                 "type",
-                "Record type, case-insensitive (default A)",
+                "Record type, case-insensitive (default A; an empty type=, as absent, means A)",
                 "MX",
-                schema={"type": "string", "enum": list(RECORD_TYPES), "default": "A"},
+                # "" is listed because it is answered (as A), not refused: the document says what the route does.
+                schema={"type": "string", "enum": [*RECORD_TYPES, ""], "default": "A"},
             ),
         ),
         tags=("dns",),
