@@ -128,7 +128,7 @@ async def test_registry_faults(net: FakeInternet, base: Settings, fault: str, st
     async with running_app(net.settings(base.replace(feeds_enabled=False))) as http:
         assert (await http.get("/whois/3.9.9.9")).status_code == 404  # the bootstrap is loaded and cached
         net.apply(fault)
-        for ip in (ARIN_IP, RIPE_IP):
+        for ip in (ARIN_IP, RIPE_IP, "3.9.9.8"):  # the known networks and any other address
             response = await http.get(f"/whois/{ip}")
             assert (response.status_code, response.json()["error"]["code"]) == (status, code), ip
         net.restore()

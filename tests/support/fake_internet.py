@@ -209,6 +209,7 @@ class FakeInternet:
         def web_side() -> None:
             assert self.rdap is not None and self.reputation is not None
             self.rdap.replies.clear()
+            self.rdap.default = None
             self.rdap.serve_registries({"arin": ["3.0.0.0/8", "2600::/12"], "ripe": ["193.0.0.0/8", "2001:600::/23"]})
             self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), Reply.json(ARIN_NETWORK))
             self.rdap.set(self.rdap.ip_path("ripe", RIPE_IP), Reply.json(RIPE_NETWORK))
@@ -253,24 +254,20 @@ class FakeInternet:
 
     # RDAP: the bootstrap stays reachable (it is cached by the service anyway); the registries fail.
 
-    def _rdap_networks(self, reply: Callable[[dict[str, Any]], Reply]) -> None:
+    def _rdap_networks(self, reply: Callable[[dict[str, Any] | None], Reply]) -> None:
+        """The known networks, and every other address (which would be a 404), answer ``reply``."""
+
         def apply() -> None:
             assert self.rdap is not None
             self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), reply(ARIN_NETWORK))
             self.rdap.set(self.rdap.ip_path("ripe", RIPE_IP), reply(RIPE_NETWORK))
+            self.rdap.default = reply(None)
 
         self.call(apply)
 
     def rdap_failing(self, status: int = 503) -> None:
         """Every registry answers ``status`` (an RDAP error object)."""
-
-        def fail() -> None:
-            assert self.rdap is not None
-            for path in list(self.rdap.replies):
-                if "/ip/" in path:
-                    self.rdap.set(path, Reply.server_error(status))
-
-        self.call(fail)
+        self._rdap_networks(lambda _document: Reply.server_error(status))
 
     def rdap_down(self) -> None:
         """The registries close the connection without answering."""
@@ -281,12 +278,13 @@ class FakeInternet:
         self._rdap_networks(lambda document: Reply.slow(delay, document))
 
     def rdap_garbage(self) -> None:
-        """ARIN answers truncated JSON, RIPE its HTML rate-limit page."""
+        """ARIN answers truncated JSON, RIPE its HTML rate-limit page, other addresses truncated JSON."""
 
         def garbage() -> None:
             assert self.rdap is not None
             self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), Reply.invalid_json())
             self.rdap.set(self.rdap.ip_path("ripe", RIPE_IP), Reply.html_429())
+            self.rdap.default = Reply.invalid_json()
 
         self.call(garbage)
 

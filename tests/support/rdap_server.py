@@ -13,7 +13,7 @@ this server)::
         settings = settings.replace(rdap_bootstrap_url=rdap.bootstrap_url)
 
 Unconfigured paths answer an RDAP 404 error object, as registries do for
-space they do not hold.
+space they do not hold (or :attr:`RdapServer.default` when set).
 """
 
 from __future__ import annotations
@@ -120,6 +120,7 @@ class RdapServer:
 
     def __init__(self) -> None:
         self.replies: dict[str, Reply] = {}
+        self.default: Reply | None = None  # what unconfigured paths answer; None: an RDAP 404
         self.hits: Counter[str] = Counter()
         self.base_url = ""
         self.in_flight = 0
@@ -162,7 +163,7 @@ class RdapServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         self.hits[path] += 1
-        reply = self.replies.get(path) or Reply.not_found()
+        reply = self.replies.get(path) or self.default or Reply.not_found()
         self.in_flight += 1
         try:
             if reply.delay:
