@@ -12,6 +12,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,12 +60,13 @@ def stop(proc: subprocess.Popen) -> None:
 
 def main() -> list[dict[str, object]]:
     database = city_db()
-    with FakeInternet() as net:
-        env = {**net.env, "IPINTEL_GEOIP_CITY_DB": str(database),
+    # A data directory of its own: the fake internet's feed snapshots must never land in ./data.
+    with FakeInternet() as net, tempfile.TemporaryDirectory(prefix="ipintel-bench-") as data_dir:
+        env = {**net.env, "IPINTEL_GEOIP_CITY_DB": str(database), "IPINTEL_DATA_DIR": data_dir,
                "IPINTEL_RATE_LIMITS": "general=1000000,dns=1000000,registry=1000000"}  # fmt: skip
         times = []
-        for _ in range(3):
-            proc, _port, seconds = start(env)
+        for i in range(3):  # each a first boot: an empty data directory, nothing to load but the database
+            proc, _port, seconds = start({**env, "IPINTEL_DATA_DIR": str(Path(data_dir) / f"cold-{i}")})
             times.append(seconds)
             stop(proc)
         proc, port, _ = start(env)
