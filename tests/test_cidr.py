@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ipintel.capabilities.cidr import calculate
+from ipintel.capabilities.cidr import _parse_range_cached, calculate
 from ipintel.errors import ApiError
 from ipintel.settings import Settings
 from tests.support.app import running_app, validator
@@ -132,3 +132,16 @@ async def test_route(settings: Settings) -> None:
     assert v6.status_code == 200 and v6.json()["data"]["usableHosts"] == 2
     assert missing.status_code == 400 and missing.json()["error"]["code"] == "invalid_range"
     assert bad.status_code == 400 and "out of bounds" in bad.json()["error"]["message"]
+
+
+def test_parsing_is_remembered_but_never_an_answer_or_a_failure() -> None:
+    first, again = calculate("10.0.0.0/8"), calculate("10.0.0.0/8")
+    assert first == again and first is not again  # computed afresh: /cidr has no cache (SPEC 4)
+    kept = _parse_range_cached.cache_info().currsize
+    for _ in range(3):
+        with pytest.raises(ApiError):
+            calculate("10.0.0.0/33")
+    assert _parse_range_cached.cache_info().currsize == kept
+    with pytest.raises(ApiError):
+        calculate("1" * 200)  # too long to be a range: refused without being remembered
+    assert _parse_range_cached.cache_info().maxsize == 1024

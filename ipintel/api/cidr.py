@@ -6,12 +6,12 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ipintel.api.rest import Endpoint, query_param
+from ipintel.api.rest import Endpoint, query_param, query_params
 from ipintel.service import Intel
 
 
 async def calculate(request: Request, intel: Intel) -> dict[str, Any]:
-    return await intel.calculate_cidr(request.query_params.get("range", ""))
+    return await intel.calculate_cidr(query_params(request).get("range", ""))
 
 
 ENDPOINTS = [

@@ -6,13 +6,13 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ipintel.api.rest import Endpoint, path_param, query_param
+from ipintel.api.rest import Endpoint, path_param, query_param, query_params
 from ipintel.capabilities.dns import RECORD_TYPES
 from ipintel.service import Intel
 
 
 async def records(request: Request, intel: Intel) -> dict[str, Any]:
-    return await intel.lookup_dns(request.path_params["domain"], request.query_params.get("type") or "A")
+    return await intel.lookup_dns(request.path_params["domain"], query_params(request).get("type") or "A")
 
 
 async def reverse(request: Request, intel: Intel) -> dict[str, Any]:

@@ -8,16 +8,18 @@ are raised as :class:`~ipintel.errors.ApiError` and rendered here.
 
 from __future__ import annotations
 
-import json
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from ipintel.encoding import dumps
 from ipintel.errors import ApiError
 
 if TYPE_CHECKING:
@@ -87,9 +89,7 @@ def render_data(data: dict[str, Any]) -> bytes:
     known = _RENDERED.get(id(data))
     if known is not None and known[0] is data:
         return known[1]
-    body = json.dumps({"data": data}, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode(
-        "utf-8"
-    )
+    body = dumps({"data": data})
     if len(body) <= _RENDERED_MAX_BODY:  # big answers (long DNS lists) are not worth holding
         if len(_RENDERED) >= _RENDERED_MAX:
             _RENDERED.clear()
@@ -98,7 +98,27 @@ def render_data(data: dict[str, Any]) -> bytes:
 
 
 def render_error(error: ApiError) -> bytes:
-    return json.dumps(error.to_dict(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return dumps(error.to_dict())
+
+
+_MEMO_QUERY_MAX = 512  # longer query strings are parsed every time, not remembered
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_query(query_string: bytes) -> QueryParams:
+    return QueryParams(query_string)
+
+
+def query_params(request: Request) -> QueryParams:
+    """The request's query parameters, as ``request.query_params`` gives them.
+
+    Recent query strings are remembered parsed (bounded, and ``QueryParams``
+    is immutable, so sharing one is safe): a busy client repeats the same
+    few, and ``parse_qsl`` is a measurable part of an uncached ``/cidr``."""
+    query_string = request.scope.get("query_string", b"")
+    if len(query_string) <= _MEMO_QUERY_MAX:
+        return _parsed_query(query_string)
+    return request.query_params
 
 
 def error_response(error: ApiError) -> JSONResponse:

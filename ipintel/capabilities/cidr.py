@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import socket
+import struct
 from typing import Any
 
 from ipintel.errors import ApiError
@@ -14,7 +16,22 @@ _RANGE = re.compile(r"^([0-9A-Fa-f:.]{2,45})/([0-9]{1,3})$")
 
 def parse_range(text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]:
     """``<address>/<prefix>`` as (address, prefix length); host bits may be set
-    (``192.168.1.77/24``)."""
+    (``192.168.1.77/24``).
+
+    Recent ranges are remembered parsed (bounded; the address objects are
+    immutable): ``ipaddress`` parsing is the dearest step of the arithmetic,
+    and a client asks about the same few ranges again and again. Only the
+    parsing is remembered, never an answer: failures are not kept, and the
+    record is computed afresh every time."""
+    if type(text) is str and len(text) <= _MAX_RANGE_TEXT:
+        return _parse_range_cached(text)
+    return _parse_range(text)
+
+
+_MAX_RANGE_TEXT = 64  # longer text cannot be a range; it is refused without being remembered
+
+
+def _parse_range(text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]:
     if not isinstance(text, str) or not text:
         raise ApiError("invalid_range", "range is required, e.g. 192.168.1.0/24 or 2001:db8::/48")
     match = _RANGE.match(text)
@@ -34,8 +51,12 @@ def parse_range(text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Addres
     return ip, length
 
 
-def _v4(value: int) -> str:
-    return socket.inet_ntoa(value.to_bytes(4, "big"))
+_parse_range_cached = functools.lru_cache(maxsize=1024)(_parse_range)
+
+
+# An IPv4 address as text from its integer: two C calls.
+_ntoa = socket.inet_ntoa
+_pack_u32 = struct.Struct(">I").pack
 
 
 def calculate(text: str) -> dict[str, Any]:
@@ -69,14 +90,15 @@ def calculate(text: str) -> dict[str, Any]:
         usable, first, last = 2, first_addr, last_addr
     else:
         usable, first, last = total - 2, first_addr + 1, last_addr - 1
+    ntoa, pack = _ntoa, _pack_u32  # six addresses to format: the helpers' lookups are hoisted
     return {
-        "network": _v4(first_addr),
-        "broadcast": _v4(last_addr),
-        "subnetMask": _v4(mask),
-        "wildcardMask": _v4(hostmask),
+        "network": ntoa(pack(first_addr)),
+        "broadcast": ntoa(pack(last_addr)),
+        "subnetMask": ntoa(pack(mask)),
+        "wildcardMask": ntoa(pack(hostmask)),
         "prefixLength": prefix_length,
         "totalHosts": total,
         "usableHosts": usable,
-        "firstHost": _v4(first),
-        "lastHost": _v4(last),
+        "firstHost": ntoa(pack(first)),
+        "lastHost": ntoa(pack(last)),
     }

@@ -1,0 +1,23 @@
+"""JSON encoding of the answers: orjson, with the standard library for what orjson refuses.
+
+Encoding is a large share of an uncached answer's cost: the standard
+library's encoder spends about 9 µs on a ``/cidr`` record, orjson under 1 µs.
+orjson refuses integers beyond 64 bits, which IPv6 host counts reach
+(``totalHosts`` of a /48 is 2^80); those answers take the standard encoder,
+whose output is the same JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+
+def dumps(value: Any) -> bytes:
+    """``value`` as compact UTF-8 JSON (no spaces, non-ASCII characters unescaped)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
