@@ -5,7 +5,7 @@
                    ^              ^
            REST endpoints      MCP tools        <- thin adapters
                    ^              ^
-        middleware: request id & access log, rate limits, body limits
+        middleware: request id, rate limits, access log; a router by path segment
 
 ``create_app(settings)`` wires these together; ``python -m ipintel`` serves
 the result with hypercorn.
@@ -41,7 +41,8 @@ from ipintel.openapi import build_document, load_schema
 from ipintel.service import Intel
 from ipintel.settings import Settings
 from ipintel.web.middleware import RequestContextMiddleware
-from ipintel.web.ratelimit import MCP_RULES, RateLimitMiddleware, limiter_from_settings
+from ipintel.web.ratelimit import MCP_RULES, RateLimitGate, limiter_from_settings
+from ipintel.web.routing import SegmentRouter
 
 log = logging.getLogger("ipintel")
 
@@ -101,24 +102,24 @@ def create_app(
         *mcp_api.routes(intel, settings),
     ]
     app = Starlette(
-        routes=routes,
         middleware=[
-            # outermost: every response, 429s included, gets a request id, an access line and its metrics
-            Middleware(RequestContextMiddleware, observe=metrics.observe_request),
+            # Every response, 429s included, gets a request id, an access line and its metrics.
             Middleware(
-                RateLimitMiddleware,
-                limiter=limiter,
-                rules=[*((ep.path, ep.scope) for ep in ENDPOINTS), *MCP_RULES],
-                trusted_proxies=settings.trusted_proxies,
-                headers_via_state=True,  # RequestContextMiddleware, outside it, adds the headers
+                RequestContextMiddleware,
+                gate=RateLimitGate(
+                    limiter=limiter,
+                    rules=[*((ep.path, ep.scope) for ep in ENDPOINTS), *MCP_RULES],
+                    trusted_proxies=settings.trusted_proxies,
+                ),
+                observe=metrics.observe_request,
             ),
         ],
         exception_handlers={HTTPException: _http_error},
-        lifespan=lifespan,
     )
-    # A trailing slash is a 404 with a JSON body, not a bodiless 307: every
-    # response is JSON (SPEC 1), and an API client should not chase redirects.
-    app.router.redirect_slashes = False
+    # Starlette's router, matching a request only against the routes its first path
+    # segment can reach. A trailing slash is a 404 with a JSON body, not a bodiless
+    # 307: every response is JSON (SPEC 1), and an API client should not chase redirects.
+    app.router = SegmentRouter(routes, redirect_slashes=False, lifespan=lifespan)
     app.state.settings = settings
     app.state.intel = intel
     app.state.limiter = limiter  # None when IPINTEL_RATE_LIMITS=off; MCP tools/call spends tokens through it

@@ -52,6 +52,7 @@ class _BrokenAsnSource:
 
 
 async def test_a_bug_is_a_json_500_without_trace(settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    settings = settings.replace(rate_limits={"general": 60, "dns": 30, "registry": 10})
     intel = Intel.from_settings(settings)
     intel.asn_source = _BrokenAsnSource()
     caplog.set_level(logging.ERROR)
@@ -62,6 +63,7 @@ async def test_a_bug_is_a_json_500_without_trace(settings: Settings, caplog: pyt
     assert body["error"]["code"] == "internal_error"
     assert "secret" not in response.text and "Traceback" not in response.text
     assert response.headers["x-request-id"] == "trace-me"
+    assert response.headers["ratelimit-policy"] == "60;w=60"  # the token was spent: it is still reported
     assert any(getattr(r, "request_id", None) == "trace-me" for r in caplog.records)
 
 

@@ -22,6 +22,7 @@ from ipintel.web.ratelimit import (
     MCP_RULES,
     UNKNOWN_CLIENT,
     RateLimiter,
+    RateLimitGate,
     RateLimitMiddleware,
     client_key,
     limiter_from_settings,
@@ -420,3 +421,16 @@ async def test_registry_scope_through_the_app_whois_and_blacklist_share_it(setti
         clock.advance(6)
         assert (await client.get("/whois/8.8.8.8")).status_code != 429
         assert client.app.state.limiter.stats()["registry"]["rejections"] == 2  # type: ignore[attr-defined]
+
+
+def test_the_remembered_scopes_of_paths_are_bounded_and_right() -> None:
+    """Request paths are the client's to choose: the memo of their scopes cannot grow without bound."""
+    gate = RateLimitGate(limiter=None, rules=[*((ep.path, ep.scope) for ep in ENDPOINTS), *MCP_RULES])
+    rules = gate.rules
+    for i in range(10_000):
+        assert rules.scope_of(f"/ip/{i}") == "general"
+        assert rules.scope_of(f"/nowhere/{i}") is None
+    assert len(rules._known) <= 4096
+    assert rules.scope_of("/dns/example.com") == "dns"
+    assert rules.scope_of("/whois/" + "1" * 300) == "registry"  # too long to remember, still matched
+    assert "/whois/" + "1" * 300 not in rules._known

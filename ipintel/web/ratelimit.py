@@ -45,6 +45,8 @@ _EPSILON = 1e-9  # float slack, so that exactly-on-time requests are not refused
 _SWEEP_PER_TAKE = 4  # idle buckets examined per request: O(1) work, steady cleanup
 _V6_PREFIX_MASK = ((1 << 64) - 1) << 64
 _PEER_MEMO = 4096  # socket peers whose parsed address is remembered
+_PATH_MEMO = 4096  # request paths whose scope is remembered
+_PATH_MEMO_LENGTH = 256  # longer paths are matched every time, not remembered
 UNKNOWN_CLIENT = "unknown"  # no socket peer (e.g. a Unix socket): such requests share one bucket
 
 
@@ -99,11 +101,17 @@ class Decision:
 
     def raw_headers(self) -> list[tuple[bytes, bytes]]:
         """The same headers for an ASGI message (the middleware's hot path: built directly)."""
+        constant = _CONSTANT_HEADERS.get(self.limit)
+        if constant is None:
+            constant = _CONSTANT_HEADERS[self.limit] = (
+                (b"ratelimit-limit", b"%d" % self.limit),
+                (b"ratelimit-policy", b"%d;w=%d" % (self.limit, WINDOW)),
+            )
         headers = [
-            (b"ratelimit-limit", b"%d" % self.limit),
+            constant[0],
             (b"ratelimit-remaining", b"%d" % self.remaining),
             (b"ratelimit-reset", b"%d" % self.reset),
-            (b"ratelimit-policy", b"%d;w=%d" % (self.limit, WINDOW)),
+            constant[1],
         ]
         if not self.allowed:
             headers.append((b"retry-after", b"%d" % self.retry_after))
@@ -114,6 +122,11 @@ class Decision:
             f"Decision(allowed={self.allowed}, scope={self.scope!r}, limit={self.limit}, "
             f"remaining={self.remaining}, reset={self.reset}, retry_after={self.retry_after})"
         )
+
+
+# limit -> its RateLimit-Limit and RateLimit-Policy headers, which never change
+# (a handful of entries: one per configured limit).
+_CONSTANT_HEADERS: dict[int, tuple[tuple[bytes, bytes], tuple[bytes, bytes]]] = {}
 
 
 def _ceil(seconds: float) -> int:
@@ -162,22 +175,22 @@ class RateLimiter:
         state = self._scopes[scope]
         now = self.clock()
         buckets = state.buckets
-        full_at = buckets.get(client_key)
+        # Taken out and put back: the bucket moves to the most recently used end.
+        full_at = buckets.pop(client_key, None)
         if full_at is None:
             if len(buckets) >= self.max_clients:
                 buckets.popitem(last=False)  # least recently used
                 state.evictions += 1
             full_at = now
-        else:
-            buckets.move_to_end(client_key)
-            if full_at < now:
-                full_at = now
+        elif full_at < now:
+            full_at = now
         interval = state.interval
         after = full_at + interval  # when the bucket would be full again if we take a token
         if after - now <= WINDOW + _EPSILON:
             buckets[client_key] = after
             remaining = int((WINDOW - (after - now)) / interval + _EPSILON)
-            decision = Decision(True, scope, state.limit, remaining, _ceil(after - now), 0)
+            # after - now >= interval > 0: the reset is at least one second.
+            decision = Decision(True, scope, state.limit, remaining, math.ceil(after - now - _EPSILON), 0)
         else:
             buckets[client_key] = full_at
             self.rejections[scope] += 1
@@ -250,8 +263,22 @@ class _Rules:
                 continue
             regex, _, _ = compile_path(path)
             self._by_segment.setdefault(_first_segment(path), []).append((regex, scope))
+        # Recent paths and their scope (bounded: emptied when full): clients repeat paths.
+        self._known: dict[str, str | None] = {}
 
     def scope_of(self, path: str) -> str | None:
+        try:
+            return self._known[path]
+        except KeyError:
+            pass
+        scope = self._match(path)
+        if len(path) <= _PATH_MEMO_LENGTH:
+            if len(self._known) >= _PATH_MEMO:
+                self._known.clear()
+            self._known[path] = scope
+        return scope
+
+    def _match(self, path: str) -> str | None:
         candidates = self._by_segment.get(_first_segment(path))
         if candidates:
             for regex, scope in candidates:
@@ -264,28 +291,24 @@ def _first_segment(path: str) -> str:
     return path[1:].partition("/")[0]
 
 
-class RateLimitMiddleware:
-    """Resolves the caller's address (SPEC 6.3), stores it in
+class RateLimitGate:
+    """What rate limiting decides for one request, without the ASGI plumbing:
+    resolves the caller's address (SPEC 6.3), stores it in
     ``scope["state"]["client_ip"]``, and spends a token of the route's scope.
 
-    Every limited response gets the ``RateLimit-*`` headers; a refused one is
-    a 429 ``rate_limited`` with ``Retry-After`` (a JSON-RPC error on ``/mcp``).
+    :class:`~ipintel.web.middleware.RequestContextMiddleware` calls it inline,
+    so that a request passes through one middleware and one ``send`` wrapper,
+    not two; :class:`RateLimitMiddleware` wraps it as middleware of its own.
     With ``limiter=None`` (limits off) only the address is resolved."""
 
     def __init__(
         self,
-        app: ASGIApp,
         *,
         limiter: RateLimiter | None,
         rules: Iterable[tuple[str, str | None]],
         trusted_proxies: Sequence[Network] = (),
-        headers_via_state: bool = False,
     ) -> None:
-        self.app = app
         self.limiter = limiter
-        # True when RequestContextMiddleware wraps us and adds
-        # scope["state"]["response_headers"] to the response for us.
-        self.headers_via_state = headers_via_state
         self.rules = _Rules(rules)
         self.trusted_proxies = tuple(trusted_proxies)
         # Without trusted proxies the caller is a function of the socket peer
@@ -308,34 +331,48 @@ class RateLimitMiddleware:
             self._peers[peer] = caller
         return caller
 
+    def admit(self, scope: Scope) -> Decision | None:
+        """Spend the request's token: the decision, or ``None`` when the request is not limited."""
+        ip, key = self._caller(scope)
+        scope.setdefault("state", {})["client_ip"] = ip
+        limiter = self.limiter
+        if limiter is None or scope["method"] == "OPTIONS":
+            # CORS preflights are free: a browser sends one before real requests.
+            return None
+        route_scope = self.rules.scope_of(scope["path"])
+        if route_scope is None:
+            return None
+        return limiter.take(key, route_scope)
+
+
+class RateLimitMiddleware:
+    """:class:`RateLimitGate` as pure-ASGI middleware.
+
+    Every limited response gets the ``RateLimit-*`` headers; a refused one is
+    a 429 ``rate_limited`` with ``Retry-After`` (a JSON-RPC error on ``/mcp``)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        limiter: RateLimiter | None,
+        rules: Iterable[tuple[str, str | None]],
+        trusted_proxies: Sequence[Network] = (),
+    ) -> None:
+        self.app = app
+        self.gate = RateLimitGate(limiter=limiter, rules=rules, trusted_proxies=trusted_proxies)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        ip, key = self._caller(scope)
-        scope.setdefault("state", {})["client_ip"] = ip
-
-        limiter = self.limiter
-        if limiter is None or scope["method"] == "OPTIONS":
-            # CORS preflights are free: a browser sends one before real requests.
+        decision = self.gate.admit(scope)
+        if decision is None:
             await self.app(scope, receive, send)
             return
-        path = scope["path"]
-        route_scope = self.rules.scope_of(path)
-        if route_scope is None:
-            await self.app(scope, receive, send)
-            return
-
-        decision = limiter.take(key, route_scope)
         extra = decision.raw_headers()
         if not decision.allowed:
-            await _refuse(send, path, decision, extra)
-            return
-        if self.headers_via_state:
-            # The request middleware outside us adds these with X-Request-Id:
-            # one send wrapper per request instead of two.
-            scope["state"].setdefault("response_headers", []).extend(extra)
-            await self.app(scope, receive, send)
+            await refuse(send, scope["path"], decision, extra)
             return
 
         async def send_with_headers(message: Message) -> None:
@@ -346,7 +383,8 @@ class RateLimitMiddleware:
         await self.app(scope, receive, send_with_headers)
 
 
-async def _refuse(send: Send, path: str, decision: Decision, extra: list[tuple[bytes, bytes]]) -> None:
+async def refuse(send: Send, path: str, decision: Decision, extra: list[tuple[bytes, bytes]]) -> None:
+    """Answer a refused request: 429 ``rate_limited`` with ``extra`` (its ``RateLimit-*`` headers)."""
     message = (
         f"rate limit of {decision.limit} requests per minute for {decision.scope} routes exceeded; "
         f"retry in {decision.retry_after} s"
