@@ -40,7 +40,24 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-_JSON_PREFIX = '{{"time": "{}", "level": "info", "logger": "ipintel.access", "message": "request", '
+_QUOTED: dict[str | None, str] = {}
+_QUOTED_MAX = 4096
+
+
+def _quoted(text: str | None) -> str:
+    """``text`` as a JSON string (or ``null``). Route templates and callers'
+    addresses repeat from request to request, so their JSON forms are
+    remembered (bounded: emptied when full)."""
+    known = _QUOTED.get(text)
+    if known is None:
+        if len(_QUOTED) >= _QUOTED_MAX:
+            _QUOTED.clear()
+        known = _QUOTED[text] = json.dumps(text)  # a unix socket peer is a path: quoting is needed
+    return known
+
+
+# One request as the hot path records it: (time, request id, method, route, status, seconds, client).
+_Request = tuple[float, str, str, str, int, float, "str | None"]
 
 
 class AccessLog:
@@ -48,31 +65,35 @@ class AccessLog:
 
     An access line per request through ``logging`` costs about 25 µs
     (record creation, handler lock, formatter, a flush per line), a tenth of
-    a whole request on the hot path. This writer formats one small dict and
-    buffers the lines, flushing at most every ``interval`` seconds and at
-    shutdown, so a busy server makes one write system call per batch.
+    a whole request on the hot path. Here a request appends a tuple of its
+    fields to a buffer, and the lines are formatted and written in a batch,
+    at most every ``interval`` seconds, when ``max_pending`` requests wait
+    (which bounds the buffer), and at shutdown: one write system call per
+    batch, and the formatting runs in one loop instead of a little in every
+    request.
     """
 
-    def __init__(self, fmt: str = "json", stream: Any = None, interval: float = 0.2) -> None:
+    def __init__(self, fmt: str = "json", stream: Any = None, interval: float = 0.2, max_pending: int = 4096) -> None:
         self.fmt = fmt
         self.stream = stream
         self.interval = interval
+        self.max_pending = max_pending
         self.enabled = False  # until configure(): library users and tests get no stray output
-        self._lines: list[str] = []
+        self._pending: list[_Request] = []
         self._handle: Any = None
         self._second = -1
         self._stamp = ""
 
-    def _timestamp(self) -> str:
-        now = time.time()
+    def _timestamp(self, now: float) -> str:
         second = int(now)
-        if second != self._second:  # strftime once a second, not once a request
+        if second != self._second:  # strftime once a second, not once a line
             self._second = second
             self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         return f"{self._stamp}.{int(now * 1000) % 1000:03d}Z"
 
-    def _append(self, line: str) -> None:
-        self._lines.append(line)
+    def _append(self, entry: _Request) -> None:
+        pending = self._pending
+        pending.append(entry)
         if self._handle is None:
             try:
                 loop = asyncio.get_running_loop()
@@ -80,52 +101,52 @@ class AccessLog:
                 self.flush()
                 return
             self._handle = loop.call_later(self.interval, self.flush)
-
-    def write(self, entry: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        stamp = self._timestamp()
-        if self.fmt == "json":
-            self._append(_JSON_PREFIX.format(stamp) + json.dumps(entry, separators=(", ", ": "))[1:])
-        else:
-            self._append(f"{stamp[11:19]} INFO    ipintel.access: " + " ".join(f"{k}={v}" for k, v in entry.items()))
+        elif len(pending) >= self.max_pending:
+            self.flush()
 
     def write_request(
         self, request_id: str, method: str, route: str, status: int, seconds: float, client: str | None
     ) -> None:
-        """The access line of one request. Every field is either ours (route
-        template, status, duration) or already validated (the request id
-        matches a safe token pattern, the method is an HTTP token), so the JSON
-        is formatted directly; anything else takes the general path."""
-        if not self.enabled:
-            return
+        """The access line of one request (formatted later, in the batch)."""
+        if self.enabled:
+            self._append((time.time(), request_id, method, route, status, seconds, client))
+
+    def _format(self, entry: _Request) -> str:
+        now, request_id, method, route, status, seconds, client = entry
+        stamp = self._timestamp(now)
         duration = round(seconds * 1000, 3)
-        if self.fmt != "json" or not method.isalpha():
-            self.write(
-                {
-                    "request_id": request_id,
-                    "method": method,
-                    "route": route,
-                    "status": status,
-                    "duration_ms": duration,
-                    "client": client,
-                }
+        if self.fmt == "json" and method.isalpha():
+            # Every field is ours (route template, status, duration) or already
+            # validated (the request id matches a safe token pattern, the method
+            # is letters), so the JSON is formatted directly.
+            return (
+                f'{{"time": "{stamp}", "level": "info", "logger": "ipintel.access", '
+                f'"message": "request", "request_id": "{request_id}", "method": "{method}", '
+                f'"route": {_quoted(route)}, "status": {status}, "duration_ms": {duration}, '
+                f'"client": {_quoted(client)}}}'
             )
-            return
-        client_json = json.dumps(client)  # normally an address, but a unix socket peer is a path
-        self._append(
-            f'{{"time": "{self._timestamp()}", "level": "info", "logger": "ipintel.access", '
-            f'"message": "request", "request_id": "{request_id}", "method": "{method}", "route": {json.dumps(route)}, '
-            f'"status": {status}, "duration_ms": {duration}, "client": {client_json}}}'
-        )
+        fields = {
+            "request_id": request_id,
+            "method": method,
+            "route": route,
+            "status": status,
+            "duration_ms": duration,
+            "client": client,
+        }
+        if self.fmt == "json":
+            head = f'{{"time": "{stamp}", "level": "info", "logger": "ipintel.access", "message": "request", '
+            return head + json.dumps(fields, separators=(", ", ": "))[1:]
+        return f"{stamp[11:19]} INFO    ipintel.access: " + " ".join(f"{k}={v}" for k, v in fields.items())
 
     def flush(self) -> None:
-        self._handle = None
-        if self._lines:
-            lines, self._lines = self._lines, []
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self._pending:
+            pending, self._pending = self._pending, []
             stream = self.stream or sys.stderr
             try:
-                stream.write("\n".join(lines) + "\n")
+                stream.write("\n".join(map(self._format, pending)) + "\n")
                 stream.flush()
             except (OSError, ValueError):  # a closed stream at exit: nothing left to tell
                 pass

@@ -58,3 +58,44 @@ async def test_access_lines_carry_the_route_template_not_the_lookup(
         text = json.dumps(entry)
         for looked_up in ("8.8.8.8", "81.2.69.142", "203.0.113.77", "8.8.4.4", "range="):
             assert looked_up not in text
+
+
+def test_lines_are_formatted_when_written_out_not_when_recorded() -> None:
+    """A request records its fields; the line is formatted at flush, with the time of the request."""
+    stream = io.StringIO()
+    log = logs.AccessLog(fmt="json", stream=stream)
+    log.enabled = True
+    log.write_request("abc", "GET", "/ip/{ip}", 200, 0.0012345, "192.0.2.1")
+    log.write_request("def", "M-SEARCH", "unmatched", 405, 0.5, None)  # not letters: encoded in full
+    log.write_request("ghi", "GET", 'odd "route"', 200, 0.001, 'a "unix" path')  # quoted as JSON
+    log.flush()
+    first, second, third = map(json.loads, stream.getvalue().splitlines())
+    assert first["request_id"] == "abc" and first["duration_ms"] == 1.234 and first["client"] == "192.0.2.1"
+    assert first["time"].endswith("Z") and len(first["time"]) == len("2026-01-01T00:00:00.000Z")
+    assert (second["method"], second["status"], second["client"]) == ("M-SEARCH", 405, None)
+    assert (third["route"], third["client"]) == ('odd "route"', 'a "unix" path')
+
+
+def test_text_format() -> None:
+    stream = io.StringIO()
+    log = logs.AccessLog(fmt="text", stream=stream)
+    log.enabled = True
+    log.write_request("abc", "GET", "/cidr", 200, 0.002, "192.0.2.1")
+    log.flush()
+    line = stream.getvalue().strip()
+    assert "INFO    ipintel.access: request_id=abc method=GET route=/cidr status=200 duration_ms=2.0" in line
+    assert line.endswith("client=192.0.2.1")
+
+
+async def test_the_buffer_is_bounded_a_full_one_is_written_at_once() -> None:
+    stream = io.StringIO()
+    log = logs.AccessLog(fmt="json", stream=stream, interval=60, max_pending=100)
+    log.enabled = True
+    for _ in range(99):
+        log.write_request("abc", "GET", "/cidr", 200, 0.001, "192.0.2.1")
+    assert stream.getvalue() == ""  # waiting for the timer, 60 s away
+    log.write_request("abc", "GET", "/cidr", 200, 0.001, "192.0.2.1")
+    assert len(stream.getvalue().splitlines()) == 100
+    log.write_request("abc", "GET", "/cidr", 200, 0.001, "192.0.2.1")
+    log.flush()
+    assert len(stream.getvalue().splitlines()) == 101
