@@ -134,7 +134,16 @@ def require_public(ip: IPAddress) -> IPAddress:
 
 
 def parse_public_ip(text: str) -> IPAddress:
-    return require_public(parse_ip(text))
+    """:func:`parse_ip`, then :func:`require_public`; memoised like ``parse_ip``
+    (the reserved-range check walks a score of ranges)."""
+    if type(text) is str and 0 < len(text) <= _MAX_IP_TEXT:
+        return _parse_public_ip_cached(text)
+    return require_public(_parse_ip(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_public_ip_cached(text: str) -> IPAddress:
+    return require_public(_parse_ip_cached(text))
 
 
 # Domain names -----------------------------------------------------------------

@@ -184,17 +184,20 @@ class Intel:
 
         return await self.caches["geoip"].get_or_load(self._geo_key("ip", address), load, ttl=lifetime)
 
-    def _geo_key(self, namespace: str, address: addresses.IPAddress) -> tuple[str, str, int]:
+    def _geo_key(self, namespace: str, address: addresses.IPAddress) -> tuple[str, int, int, int]:
         """Key in the GeoIP cache (``ip`` records and ``vpn`` verdicts share it, SPEC 4).
 
-        It carries the databases' generation, and the cache is emptied when that
-        changes: after a ``.mmdb`` reload no answer from the old files is served,
-        not even one whose load was under way during the reload."""
+        The address is the canonical one (an IPv4-mapped address is its IPv4
+        address), keyed by version and value: the same entry as its text form,
+        without formatting that text on every hit. The key carries the
+        databases' generation, and the cache is emptied when that changes:
+        after a ``.mmdb`` reload no answer from the old files is served, not
+        even one whose load was under way during the reload."""
         generation = self.databases.generation
         if generation != self._geo_generation:
             self._geo_generation = generation
             self.caches["geoip"].clear()
-        return (namespace, str(address), generation)
+        return (namespace, address.version, int(address), generation)
 
     async def whois_ip(self, ip: str) -> dict[str, Any]:
         """Registry record (SPEC 3.3) of a public address, from its registry's RDAP service."""

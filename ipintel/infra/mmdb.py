@@ -132,11 +132,15 @@ class GeoDatabases:
         self.asn = MmdbFile(asn, kind="asn") if asn else None
         self.anonymous = MmdbFile(anonymous, kind="anonymous") if anonymous else None
         self.connection = MmdbFile(connection, kind="connection") if connection else None
+        self._optional = tuple(db for db in (self.asn, self.anonymous, self.connection) if db is not None)
 
     @property
     def generation(self) -> int:
-        """Changes whenever any of the files is (re)loaded."""
-        return sum(db.generation for db in self.all())
+        """Changes whenever any of the files is (re)loaded (read on every cached lookup)."""
+        generation = self.city.generation
+        for db in self._optional:
+            generation += db.generation
+        return generation
 
     def all(self) -> list[MmdbFile]:
         return [db for db in (self.city, self.asn, self.anonymous, self.connection) if db is not None]
