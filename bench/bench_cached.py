@@ -4,10 +4,11 @@
 middleware stack: request id and access log, rate limiting with limits far
 above what the run can reach, the GeoIP cache answering every request after
 the first) and against a bare Starlette handler on the same hypercorn
-configuration (``bench/bare_app.py``). The figure is the throughput ratio;
-the target is at least 0.8. A third run with limits off shows what the
-limiter itself costs. Every request must succeed: a 429 would mean the limit
-was reached and the run measured the wrong path.
+configuration (``bench/bare_app.py``), all loaded at the same time on one
+CPU (see ``bench_throughput.py``). The figure is the throughput ratio, the
+median over rounds of the ratio within a round; the target is at least 0.8. A third server with
+limits off shows what the limiter itself costs. Every request must succeed:
+a 429 would mean the limit was reached and the run measured the wrong path.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import bare_server, ipintel_server, load, row
+from common import bare_server, compare, errors, ipintel_server, median_rps, paired_ratio, row, simultaneous
 
 SECONDS = 3.0
-ROUNDS = 3
+ROUNDS = 5
 CONNECTIONS = 32
 PATH = "/ip/8.8.8.8"
 # The highest limits IPINTEL_RATE_LIMITS accepts: 1,000,000 per minute holds
@@ -30,46 +31,41 @@ TARGET = 0.8
 
 
 def main() -> list[dict[str, object]]:
-    """The three servers run side by side and are loaded in turn, ``ROUNDS`` times;
-    each keeps its best run. Interleaving and best-of keep a noisy neighbour on
-    a small machine from favouring whichever variant happened to run first."""
-    best: dict[str, float] = {"bare": 0.0, "limited": 0.0, "unlimited": 0.0}
-    errors: dict[str, int] = dict.fromkeys(best, 0)
-    tool = "?"
     with (
-        bare_server() as bare_port,
-        ipintel_server({"IPINTEL_RATE_LIMITS": HIGH_LIMITS}) as limited_port,
-        ipintel_server({"IPINTEL_RATE_LIMITS": "off"}) as unlimited_port,
+        bare_server(pin=True) as bare_port,
+        ipintel_server({"IPINTEL_RATE_LIMITS": HIGH_LIMITS}, pin=True) as limited_port,
+        ipintel_server({"IPINTEL_RATE_LIMITS": "off"}, pin=True) as unlimited_port,
     ):
-        ports = {"bare": bare_port, "limited": limited_port, "unlimited": unlimited_port}
-        for port in ports.values():  # warm-up: fills the caches, opens connections
-            load(f"http://127.0.0.1:{port}{PATH}", seconds=1, connections=CONNECTIONS)
-        for _ in range(ROUNDS):
-            for name, port in ports.items():
-                result = load(f"http://127.0.0.1:{port}{PATH}", seconds=SECONDS, connections=CONNECTIONS)
-                best[name] = max(best[name], result.requests_per_second)
-                errors[name] += result.errors
-                tool = result.tool
-
-    bare, limited, unlimited = best["bare"], best["limited"], best["unlimited"]
-    ratio = limited / bare if bare else 0.0
-    limiter_cost = 1 - limited / unlimited if unlimited else 0.0
+        urls = {
+            "bare": f"http://127.0.0.1:{bare_port}{PATH}",
+            "limited": f"http://127.0.0.1:{limited_port}{PATH}",
+            "unlimited": f"http://127.0.0.1:{unlimited_port}{PATH}",
+        }
+        runs = simultaneous(urls, rounds=ROUNDS, seconds=SECONDS, connections=CONNECTIONS)
+        how = f"all at once on one CPU, {ROUNDS} rounds of {SECONDS:.0f} s"
+        if runs is None:
+            runs = compare(urls, rounds=ROUNDS, seconds=SECONDS, connections=CONNECTIONS)
+            how = f"one after the other, {ROUNDS} rounds of {SECONDS:.0f} s"
+    tool = runs["bare"][0].tool
+    ratio, low, high = paired_ratio(runs, "limited", "bare")
+    limiter_cost = 1 - paired_ratio(runs, "limited", "unlimited")[0]
     return [
         row(
-            f"bare Starlette handler {PATH} (baseline, {tool}, {CONNECTIONS} connections, best of {ROUNDS})",
-            f"{bare:,.0f} req/s (errors {errors['bare']})",
+            f"bare Starlette handler {PATH} (baseline, {tool}, {CONNECTIONS} connections, {how})",
+            f"{median_rps(runs['bare']):,.0f} req/s (errors {errors(runs['bare'])})",
             "-",
             None,
         ),
         row(
-            f"GET {PATH} cached, rate limits on, vs bare",
-            f"{limited:,.0f} req/s = {ratio:.2f}x (errors {errors['limited']})",
+            f"GET {PATH} cached, rate limits on, vs bare (median of the ratios within a round; lowest-highest)",
+            f"{median_rps(runs['limited']):,.0f} req/s; {ratio:.2f}x ({low:.2f}-{high:.2f}); "
+            f"errors {errors(runs['limited'])}",
             f">= {TARGET:.2f}x",
-            ratio >= TARGET and errors["limited"] == 0 and errors["bare"] == 0,
+            ratio >= TARGET and errors(runs["limited"]) == 0 and errors(runs["bare"]) == 0,
         ),
         row(
             f"GET {PATH} cached, rate limits off (the limiter costs {limiter_cost:.1%} of it)",
-            f"{unlimited:,.0f} req/s (errors {errors['unlimited']})",
+            f"{median_rps(runs['unlimited']):,.0f} req/s (errors {errors(runs['unlimited'])})",
             "-",
             None,
         ),

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -55,9 +56,25 @@ def _wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> Non
     raise RuntimeError("server did not start")
 
 
+# For measurements made at the same time (:func:`simultaneous`): the servers share
+# the last CPU and the load generators use the others, so that every server gets
+# the same share of the same core at the same moment.
+_TASKSET = shutil.which("taskset")
+_CPUS = os.cpu_count() or 1
+SERVER_CPU = str(_CPUS - 1)
+CLIENT_CPUS = f"0-{_CPUS - 2}" if _CPUS > 1 else "0"
+
+
+def _pinned(cmd: list[str], cpus: str) -> list[str]:
+    return [_TASKSET, "-c", cpus, *cmd] if _TASKSET else cmd
+
+
 @contextlib.contextmanager
-def server(cmd: list[str], env: dict[str, str] | None = None) -> Iterator[int]:
-    """Run a server command (``{port}`` in it is replaced) and yield its port."""
+def server(cmd: list[str], env: dict[str, str] | None = None, *, pin: bool = False) -> Iterator[int]:
+    """Run a server command (``{port}`` in it is replaced) and yield its port;
+    with ``pin``, on :data:`SERVER_CPU` only (when ``taskset`` is available)."""
+    if pin:
+        cmd = _pinned(cmd, SERVER_CPU)
     port = free_port()
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("IPINTEL_")}
     full_env.update(env or {})
@@ -82,7 +99,7 @@ def server(cmd: list[str], env: dict[str, str] | None = None) -> Iterator[int]:
             proc.wait()
 
 
-def ipintel_server(env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[int]:
+def ipintel_server(env: dict[str, str] | None = None, *, pin: bool = False) -> contextlib.AbstractContextManager[int]:
     base = {
         "IPINTEL_GEOIP_CITY_DB": str(city_db()),
         "IPINTEL_LOG_FORMAT": "json",
@@ -92,12 +109,12 @@ def ipintel_server(env: dict[str, str] | None = None) -> contextlib.AbstractCont
         "IPINTEL_RATE_LIMITS": "general=1000000,dns=1000000,registry=1000000",
     }
     base.update(env or {})
-    return server([sys.executable, "-m", "ipintel"], base)
+    return server([sys.executable, "-m", "ipintel"], base, pin=pin)
 
 
-def bare_server(spec_headers: bool = False) -> contextlib.AbstractContextManager[int]:
+def bare_server(spec_headers: bool = False, *, pin: bool = False) -> contextlib.AbstractContextManager[int]:
     env = {"BARE_SPEC_HEADERS": "1"} if spec_headers else None
-    return server([sys.executable, str(ROOT / "bench" / "bare_app.py")], env)
+    return server([sys.executable, str(ROOT / "bench" / "bare_app.py")], env, pin=pin)
 
 
 @dataclass(frozen=True)
@@ -119,13 +136,54 @@ def _ms(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
+def _wrk_command(wrk: str, url: str, seconds: float, connections: int) -> list[str]:
+    return [wrk, "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", url]
+
+
 def load(url: str, *, seconds: float = 5.0, connections: int = 32, rate: int | None = None) -> Load:
     """Closed-loop load for a fixed time (or a fixed rate with wrk2-style -R when given)."""
     wrk = shutil.which("wrk")
     if wrk is None:
         return asyncio.run(_python_load(url, seconds, connections))
-    cmd = [wrk, "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", url]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout
+    cmd = _wrk_command(wrk, url, seconds, connections)
+    return _parse_wrk(subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout)
+
+
+def simultaneous(
+    urls: dict[str, str], *, rounds: int, seconds: float, connections: int = 32
+) -> dict[str, list[Load]] | None:
+    """Load every URL at the same time, ``rounds`` times: the runs of each server, by round.
+
+    The servers (started with ``pin=True``) share one CPU and one ``wrk`` per
+    URL runs on the other CPUs, so every server gets the same share of the
+    same core during the same seconds. A server's throughput is then its
+    share of the core divided by what a request costs it, and the ratio of
+    two servers' figures is the ratio of their costs per request: the host's
+    ups and downs, which make one run differ from the next by ±20% on a
+    2-core VM, reach both sides of the ratio at once. ``None`` without wrk."""
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        return None
+    for url in urls.values():
+        load(url, seconds=1, connections=connections)  # warm-up: caches, connections
+    runs: dict[str, list[Load]] = {name: [] for name in urls}
+    for _ in range(rounds):
+        procs = {
+            name: subprocess.Popen(
+                _pinned(_wrk_command(wrk, url, seconds, connections), CLIENT_CPUS),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            for name, url in urls.items()
+        }
+        for name, proc in procs.items():
+            out, _ = proc.communicate(timeout=seconds + 30)
+            runs[name].append(_parse_wrk(out))
+    return runs
+
+
+def _parse_wrk(out: str) -> Load:
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p50 = re.search(r"^\s+50%\s+(\S+)", out, re.M)
     p99 = re.search(r"^\s+99%\s+(\S+)", out, re.M)
@@ -161,6 +219,44 @@ async def _python_load(url: str, seconds: float, connections: int) -> Load:
     latencies.sort()
     pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000  # noqa: E731
     return Load(len(latencies) / elapsed, pick(0.5), pick(0.99), errors, "aiohttp")
+
+
+def compare(urls: dict[str, str], *, rounds: int, seconds: float, connections: int = 32) -> dict[str, list[Load]]:
+    """Load every URL in turn, ``rounds`` times: the runs of each server, by round.
+
+    On a small shared machine one run's throughput varies by ±20% with what
+    the host is doing, so a ratio of two runs minutes apart (or of two best
+    runs) measures the host as much as the servers. Servers are loaded
+    back to back within a round, and the order rotates from round to round,
+    so that none always runs first or after the same neighbour; a ratio is
+    then taken within each round (:func:`paired_ratio`)."""
+    for url in urls.values():
+        load(url, seconds=1, connections=connections)  # warm-up: caches, connections
+    names = list(urls)
+    runs: dict[str, list[Load]] = {name: [] for name in names}
+    for i in range(rounds):
+        shift = i % len(names)
+        for name in names[shift:] + names[:shift]:
+            runs[name].append(load(urls[name], seconds=seconds, connections=connections))
+    return runs
+
+
+def median_rps(loads: list[Load]) -> float:
+    return statistics.median(x.requests_per_second for x in loads)
+
+
+def paired_ratio(runs: dict[str, list[Load]], name: str, base: str) -> tuple[float, float, float]:
+    """Median, lowest and highest over the rounds of ``name``'s throughput
+    divided by ``base``'s in the same round."""
+    ratios = [
+        a.requests_per_second / b.requests_per_second if b.requests_per_second else 0.0
+        for a, b in zip(runs[name], runs[base], strict=True)
+    ]
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def errors(loads: list[Load]) -> int:
+    return sum(x.errors for x in loads)
 
 
 def row(figure: str, value: str, target: str, ok: bool | None) -> dict[str, object]:
