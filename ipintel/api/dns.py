@@ -11,6 +11,14 @@ from ipintel.capabilities.dns import RECORD_TYPES
 from ipintel.service import Intel
 
 
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.upper()}{c.lower()}]" for c in word)
+
+
+# The record types in any case, or nothing: ^(|[Aa]|[Aa][Aa][Aa][Aa]|[Mm][Xx]|...)$ (ECMA-262 has no (?i)).
+TYPE_PATTERN = "^(|" + "|".join(_any_case(t) for t in RECORD_TYPES) + ")$"
+
+
 async def records(request: Request, intel: Intel) -> dict[str, Any]:
     return await intel.lookup_dns(request.path_params["domain"], query_params(request).get("type") or "A")
 
@@ -40,10 +48,12 @@ ENDPOINTS = [
             path_param("domain", "A domain name (IDN accepted, one trailing dot allowed)", "example.com"),
             query_param(
                 "type",
-                "Record type, case-insensitive (default A; an empty type=, as absent, means A)",
+                "Record type, case-insensitive: " + ", ".join(RECORD_TYPES) + " (default A; an empty type=, "
+                "as absent, means A)",
                 "MX",
-                # "" is listed because it is answered (as A), not refused: the document says what the route does.
-                schema={"type": "string", "enum": [*RECORD_TYPES, ""], "default": "A"},
+                # A pattern, not an enum, because the route accepts any case ("mx", "Aaaa"); "" is
+                # allowed because it is answered (as A), not refused: the document says what the route does.
+                schema={"type": "string", "pattern": TYPE_PATTERN, "default": "A", "examples": list(RECORD_TYPES)},
             ),
         ),
         tags=("dns",),
