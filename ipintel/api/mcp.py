@@ -367,6 +367,33 @@ OPENAPI_PATHS: dict[str, Any] = {
                 ),
             },
             "x-rate-limit-scope": "general",
-        }
+        },
+        # The preflight is documented so that a client (and the fuzzer) knows what it answers. GET and
+        # DELETE are not: they are not offered (405, as for any undocumented method), and Allow lists
+        # exactly the documented methods.
+        "options": {
+            "operationId": "mcpPreflight",
+            "summary": "CORS preflight of /mcp",
+            "description": (
+                "What a browser asks before a cross-origin POST. Answered for an allowed Origin (or none); "
+                "not rate limited."
+            ),
+            "tags": ["mcp"],
+            "responses": {
+                "204": {
+                    "description": "POST may be sent: the allowed methods and headers, cacheable for 600 s",
+                    "headers": {
+                        name: {"schema": {"type": "string"}}
+                        for name in (
+                            "Allow",
+                            "Access-Control-Allow-Methods",
+                            "Access-Control-Allow-Headers",
+                            "Access-Control-Max-Age",
+                        )
+                    },
+                },
+                "403": _rpc_error("The Origin is not in IPINTEL_MCP_ALLOWED_ORIGINS (code -32000)"),
+            },
+        },
     }
 }
