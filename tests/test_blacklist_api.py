@@ -9,6 +9,7 @@ against ``schemas/blacklist.json`` or the error schema.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -269,6 +270,13 @@ def test_unusable_zone_is_a_configuration_error_at_start(
     monkeypatch.setenv("IPINTEL_DNSBL_ZONES", "zen.spamhaus.org,not a zone")
     monkeypatch.setenv("IPINTEL_LOG_FORMAT", "text")
     from ipintel import logs
+
+    # main() configures logging for a server before it finds the zone unusable: its handler
+    # writes to this test's captured stderr, which is closed after the test. The root logger
+    # gets its own handlers and level back, or every later test's INFO line is a logging error.
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
 
     try:
         assert main([]) == 2
