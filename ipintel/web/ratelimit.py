@@ -37,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ipintel.addresses import IPAddress
 from ipintel.web.client import Network, client_address
+from ipintel.web.routing import first_segment
 
 Clock = Callable[[], float]
 
@@ -262,7 +263,7 @@ class _Rules:
             if scope is None:
                 continue
             regex, _, _ = compile_path(path)
-            self._by_segment.setdefault(_first_segment(path), []).append((regex, scope))
+            self._by_segment.setdefault(first_segment(path), []).append((regex, scope))
         # Recent paths and their scope (bounded: emptied when full): clients repeat paths.
         self._known: dict[str, str | None] = {}
 
@@ -279,16 +280,12 @@ class _Rules:
         return scope
 
     def _match(self, path: str) -> str | None:
-        candidates = self._by_segment.get(_first_segment(path))
+        candidates = self._by_segment.get(first_segment(path))
         if candidates:
             for regex, scope in candidates:
                 if regex.match(path):
                     return scope
         return None
-
-
-def _first_segment(path: str) -> str:
-    return path[1:].partition("/")[0]
 
 
 class RateLimitGate:

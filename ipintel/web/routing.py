@@ -6,7 +6,8 @@ from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import Receive, Scope, Send
 
 
-def _first_segment(path: str) -> str:
+def first_segment(path: str) -> str:
+    """``ip`` for ``/ip/8.8.8.8``: how routes are filed here and rate-limit rules in ``ratelimit.py``."""
     return path[1:].partition("/")[0]
 
 
@@ -35,7 +36,7 @@ class SegmentRouter(Router):
         if self._index is None or len(self._indexed_routes) != len(self.routes):
             self._build_index()
         assert self._index is not None
-        return self._index.get(_first_segment(path), self._everywhere)
+        return self._index.get(first_segment(path), self._everywhere)
 
     def _build_index(self) -> None:
         """File the routes by first segment; rebuilt when routes are added after the first request."""
@@ -43,7 +44,7 @@ class SegmentRouter(Router):
 
         def segment(route: BaseRoute) -> str | None:
             if type(route) is Route and route.path.startswith("/"):
-                first = _first_segment(route.path)
+                first = first_segment(route.path)
                 if "{" not in first:
                     return first
             return None  # a candidate for every path
