@@ -39,11 +39,15 @@ async def test_initialize_answers_a_supported_version_with_itself(settings: Sett
     assert isinstance(result["instructions"], str) and "calculate_cidr" in result["instructions"]
 
 
-@pytest.mark.parametrize("params", [{"protocolVersion": "1999-01-01"}, {"protocolVersion": 20250326}, {}])
-async def test_initialize_with_an_unknown_or_missing_version_gets_2025_03_26(settings: Settings, params: dict) -> None:
+@pytest.mark.parametrize(
+    "params", [{"protocolVersion": "1999-01-01"}, {"protocolVersion": 20250326}, {}, {"protocolVersion": "2026-07-28"}]
+)
+async def test_initialize_with_an_unknown_or_missing_version_gets_the_newest_legacy_one(
+    settings: Settings, params: dict
+) -> None:
     async with running_app(settings) as client:
         answer = await rpc(client, "initialize", params)
-    assert answer["result"]["protocolVersion"] == "2025-03-26"
+    assert answer["result"]["protocolVersion"] == "2025-11-25"
 
 
 async def test_initialize_issues_no_session(settings: Settings) -> None:

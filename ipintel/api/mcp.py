@@ -30,7 +30,17 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from ipintel.api.mcp_protocol import INTERNAL_ERROR, PARSE_ERROR, SERVER_ERROR, McpProtocol, error
+from ipintel.api.mcp_envelope import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION, RoutingHeaders, is_modern
+from ipintel.api.mcp_protocol import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    SERVER_ERROR,
+    McpProtocol,
+    error,
+)
 from ipintel.api.mcp_tools import CallContext, ToolSet
 from ipintel.errors import ApiError
 from ipintel.openapi import load_schema
@@ -46,9 +56,13 @@ PATHS = ("/mcp", "/mcp/")
 
 # Headers a browser client may send (preflight) and read (CORS). Mcp-Session-Id is
 # allowed although this server never issues one: clients that echo it must not fail.
+# Mcp-Method and Mcp-Name are the 2026-07-28 routing headers; the Mcp-Param-* headers a
+# client asks for are allowed too (that revision lets a tool mirror arguments into them).
 _ALLOW_HEADERS = (
-    "Content-Type, Accept, MCP-Protocol-Version, Mcp-Session-Id, Last-Event-ID, Authorization, X-Request-Id"
+    "Content-Type, Accept, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Session-Id, Last-Event-ID, "
+    "Authorization, X-Request-Id"
 )
+_PARAM_HEADER = re.compile(r"mcp-param-[!#$%&'*+.^_`|~0-9a-z-]{1,64}")
 _EXPOSE_HEADERS = (
     "Mcp-Session-Id, MCP-Protocol-Version, X-Request-Id, Retry-After, "
     "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy"
@@ -74,7 +88,7 @@ class OriginPolicy:
             elif pattern:
                 self.exact.add(pattern)
 
-    _PORT = re.compile(r"^(.*):([0-9]{1,5})$")
+    _PORT = re.compile(r"(.*):([0-9]{1,5})")
 
     def allows(self, origin: str) -> bool:
         if self.any:
@@ -82,7 +96,7 @@ class OriginPolicy:
         origin = origin.strip().lower()
         if origin in self.exact:
             return True
-        match = self._PORT.match(origin)
+        match = self._PORT.fullmatch(origin)
         base = match.group(1) if match and "//" in match.group(1) else origin
         return base in self.any_port
 
@@ -92,12 +106,21 @@ def _sse_only(accept: str) -> bool:
     accepted = set()
     for part in accept.split(","):
         media, _, parameters = part.partition(";")
-        if re.search(r"(?:^|;)\s*q\s*=\s*0(?:\.0*)?\s*(?:;|$)", parameters):
+        if re.search(r"(?:^|;)\s*q\s*=\s*0(?:\.0*)?\s*(?:;|\Z)", parameters):
             continue  # q=0: explicitly not acceptable
         accepted.add(media.strip().lower())
     if accepted & {"application/json", "application/*", "*/*"}:
         return False
     return "text/event-stream" in accepted
+
+
+def _allowed_headers(headers: Any) -> str:
+    """The preflight's allowed headers: the fixed list, plus the ``Mcp-Param-*`` ones the browser asks for."""
+    asked = headers.get("access-control-request-headers", "")
+    params = [
+        name for name in (part.strip().lower() for part in asked.split(",")[:32]) if _PARAM_HEADER.fullmatch(name)
+    ]
+    return ", ".join([_ALLOW_HEADERS, *params])
 
 
 def _json_media_type(content_type: str) -> bool:
@@ -184,7 +207,7 @@ class McpEndpoint:
                 headers={
                     **cors,
                     "Access-Control-Allow-Methods": "POST, OPTIONS",
-                    "Access-Control-Allow-Headers": _ALLOW_HEADERS,
+                    "Access-Control-Allow-Headers": _allowed_headers(request.headers),
                     "Access-Control-Max-Age": "600",
                     "Allow": "POST, OPTIONS",
                 },
@@ -210,17 +233,25 @@ class McpEndpoint:
         if body is None:
             return self._refusal(413, f"the body is over the limit of {limit} bytes", cors)
         sse = _sse_only(request.headers.get("accept", ""))
+        headers = RoutingHeaders(request.scope["headers"])
         try:
             payload = json.loads(body, parse_constant=_reject_constant)
         except RecursionError:
-            return self._reply(error(None, PARSE_ERROR, "the JSON is nested too deeply"), sse, cors)
+            failure = error(None, PARSE_ERROR, "the JSON is nested too deeply")
+            return self._reply(failure, sse, cors, _status(failure, is_modern(None, headers.version)))
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an int of too many digits, NaN
             detail = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-            return self._reply(error(None, PARSE_ERROR, f"the body is not valid JSON{detail}"), sse, cors)
-        answer = await self.protocol.answer(payload, self._context(request))
+            failure = error(None, PARSE_ERROR, f"the body is not valid JSON{detail}")
+            return self._reply(failure, sse, cors, _status(failure, is_modern(None, headers.version)))
+        modern = is_modern(payload, headers.version)
+        context = self._context(request)
+        if modern:
+            answer = await self.protocol.answer_modern(payload, headers, context)
+        else:
+            answer = await self.protocol.answer(payload, context)
         if answer is None:
             return Response(status_code=202, headers=cors)
-        return self._reply(answer, sse, cors)
+        return self._reply(answer, sse, cors, _status(answer, modern))
 
     def _context(self, request: Request) -> CallContext:
         state = request.scope.get("state", {})
@@ -232,16 +263,36 @@ class McpEndpoint:
         return CallContext(caller_ip=caller_ip, spend=_spender(request, caller_ip), request_id=state.get("request_id"))
 
     @staticmethod
-    def _reply(answer: Any, sse: bool, headers: dict[str, str]) -> Response:
-        if sse:
+    def _reply(answer: Any, sse: bool, headers: dict[str, str], status: int = 200) -> Response:
+        if sse and status == 200:
             event = b"event: message\ndata: " + _encode(answer) + b"\n\n"
             return Response(event, media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
-        return Response(_encode(answer), media_type="application/json", headers=headers)
+        return Response(_encode(answer), status_code=status, media_type="application/json", headers=headers)
 
     @staticmethod
     def _refusal(status: int, message: str, headers: dict[str, str]) -> Response:
         answer = error(None, SERVER_ERROR, message, {"httpStatus": status})
         return Response(_encode(answer), status_code=status, media_type="application/json", headers=headers)
+
+
+# The HTTP status of a 2026-07-28 error answer, as that revision's transport gives it: a request the
+# server will not process is 400, a method it does not offer 404 (so that a client can tell a modern
+# server's refusal from a legacy server's). The handshake era sends every JSON-RPC error with 200:
+# clients of those revisions read the body, and older SDKs drop the connection on other statuses.
+_MODERN_ERROR_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+
+
+def _status(answer: Any, modern: bool) -> int:
+    if not modern or not isinstance(answer, dict) or "error" not in answer:
+        return 200
+    return _MODERN_ERROR_STATUS.get(answer["error"]["code"], 200)
 
 
 def _spender(request: Request, caller_ip: str | None) -> Any:
@@ -308,15 +359,45 @@ OPENAPI_PATHS: dict[str, Any] = {
             "operationId": "mcp",
             "summary": "MCP tool endpoint (JSON-RPC 2.0, Streamable HTTP without sessions)",
             "description": (
-                "Model Context Protocol for AI clients: initialize, ping, tools/list and tools/call of lookup_ip, "
-                "whois_ip, lookup_dns, check_blacklist, detect_vpn and calculate_cidr, the same capabilities and "
-                "caches as the REST routes. Protocol versions 2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05. "
-                "Stateless: no Mcp-Session-Id; GET and DELETE answer 405. A body is one message or a batch of at "
-                "most 20. JSON-RPC errors (-32700, -32600, -32601, -32602, -32603) travel with HTTP 200. A client "
-                "that accepts only text/event-stream gets the answer as one SSE event. /mcp/ answers too. "
-                "A tools/call also spends a token of its tool's rate-limit scope (lookup_dns: dns; whois_ip and "
-                "check_blacklist: registry); a spent scope is an isError result with code rate_limited."
+                "Model Context Protocol for AI clients: tools/list and tools/call of lookup_ip, whois_ip, "
+                "lookup_dns, check_blacklist, detect_vpn and calculate_cidr, the same capabilities and caches as "
+                "the REST routes. Two eras on one endpoint, decided per request. 2026-07-28: a request carries "
+                "params._meta['io.modelcontextprotocol/protocolVersion'] and clientCapabilities, and the headers "
+                "MCP-Protocol-Version, Mcp-Method and (tools/call) Mcp-Name, which must agree with the body; "
+                "server/discover lists the versions; results carry resultType and _meta with the server's "
+                "identity; refusals are 400 (-32700, -32600, -32602, -32020 header mismatch, -32022 unsupported "
+                "version with data.supported) or 404 (-32601); one message per POST. 2025-11-25, 2025-06-18, "
+                "2025-03-26 and 2024-11-05: initialize and ping, batches of at most 20, JSON-RPC errors with "
+                "HTTP 200. A request is 2026-07-28 when its _meta names a version or its MCP-Protocol-Version "
+                "header names anything but those four. Stateless: no Mcp-Session-Id; GET and DELETE answer 405. "
+                "A client that accepts only text/event-stream gets a 200 answer as one SSE event. /mcp/ answers "
+                "too. A tools/call also spends a token of its tool's rate-limit scope (lookup_dns: dns; whois_ip "
+                "and check_blacklist: registry); a spent scope is an isError result with code rate_limited. "
+                "See docs/MCP.md."
             ),
+            "parameters": [
+                {
+                    "name": "MCP-Protocol-Version",
+                    "in": "header",
+                    "required": False,
+                    "description": "The revision the request speaks (required by 2025-06-18 and later)",
+                    "schema": {"type": "string", "examples": ["2026-07-28", "2025-11-25"]},
+                },
+                {
+                    "name": "Mcp-Method",
+                    "in": "header",
+                    "required": False,
+                    "description": "2026-07-28: the request's method, as in the body",
+                    "schema": {"type": "string", "examples": ["tools/call"]},
+                },
+                {
+                    "name": "Mcp-Name",
+                    "in": "header",
+                    "required": False,
+                    "description": "2026-07-28, tools/call: the tool's name, plain or as =?base64?…?=",
+                    "schema": {"type": "string", "examples": ["calculate_cidr"]},
+                },
+            ],
             "tags": ["mcp"],
             "requestBody": {
                 "required": True,
@@ -355,6 +436,13 @@ OPENAPI_PATHS: dict[str, Any] = {
                     },
                 },
                 "202": {"description": "Only notifications or responses were posted: nothing to answer, empty body"},
+                "400": _rpc_error(
+                    "2026-07-28: the request was refused before it was answered: not JSON (-32700), not one "
+                    "well-formed request (-32600), _meta keys or params missing or wrong (-32602), routing headers "
+                    "missing or disagreeing with the body (-32020), or a version this server does not speak "
+                    "(-32022, data.supported lists every version)"
+                ),
+                "404": _rpc_error("2026-07-28: the method is not offered, or was removed in that revision (-32601)"),
                 "403": _rpc_error("The Origin is not in IPINTEL_MCP_ALLOWED_ORIGINS (code -32000)"),
                 "405": _rpc_error(
                     "Not POST (code -32000)", {"Allow": {"schema": {"type": "string"}, "description": "POST"}}

@@ -16,12 +16,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from ipintel import __version__
+from ipintel.api.mcp_envelope import (
+    LEGACY_VERSIONS,
+    SERVER_INFO_KEY,
+    SUPPORTED_VERSIONS,
+    RoutingHeaders,
+    check_notification,
+    check_request,
+)
 from ipintel.api.mcp_tools import TOOLS_BY_NAME, CallContext, ToolSet
 from ipintel.errors import ApiError
 from ipintel.openapi import load_schema
@@ -39,10 +48,15 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 SERVER_ERROR = -32000  # transport-level refusals (403, 405, 413, 415, 429)
 
-# Newest first. 2025-03-26 is the answer to a version we do not know: the
-# oldest revision with Streamable HTTP, which every current client speaks.
-SUPPORTED_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-FALLBACK_VERSION = "2025-03-26"
+# ``initialize`` agrees on a legacy version it is asked for, and answers any other with the newest
+# legacy one, as the reference server does: a client that asked for something newer (2026-07-28 in a
+# handshake) can still carry on, and one that cannot speak it disconnects (docs/MCP.md#versions).
+FALLBACK_VERSION = LEGACY_VERSIONS[0]
+
+# How long a client may keep the tool list of a 2026-07-28 ``tools/list`` (``ttlMs``). The list is
+# fixed for the life of the process, the same for every caller (``cacheScope: public``); an hour
+# bounds how long a client keeps a list from before an upgrade.
+TOOLS_TTL_MS = 3_600_000
 
 MAX_BATCH: int = load_schema("mcp/batch")["maxItems"]
 
@@ -117,7 +131,13 @@ class _Envelope:
 
 
 class McpProtocol:
-    """Answers JSON-RPC messages with the tools of one :class:`~ipintel.service.Intel`."""
+    """Answers JSON-RPC messages with the tools of one :class:`~ipintel.service.Intel`, in either era.
+
+    :meth:`answer` serves the handshake era (2024-11-05 … 2025-11-25): batches,
+    ``initialize`` and ``ping``, results as those revisions shape them.
+    :meth:`answer_modern` serves 2026-07-28: one message per POST, the checks of
+    :mod:`ipintel.api.mcp_envelope` first, ``server/discover``, and results that
+    carry ``resultType`` and the server's identity."""
 
     def __init__(self, intel: Intel, tools: ToolSet) -> None:
         self.intel = intel
@@ -125,12 +145,18 @@ class McpProtocol:
         self._request = _Envelope("request")
         self._notification = _Envelope("notification")
         self._response = _Envelope("response")
-        self._methods = {
+        self._legacy_methods: dict[str, _Handler] = {
             "initialize": self._initialize,
             "ping": self._ping,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
         }
+        self._modern_methods: dict[str, _Handler] = {
+            "server/discover": self._discover,
+            "tools/list": self._tools_list_cacheable,
+            "tools/call": self._tools_call,
+        }
+        self.server_info = {"name": "ipintel", "title": "ipintel IP intelligence", "version": __version__}
         self.instructions = (
             "IP intelligence tools: "
             + ("; ".join(f"{tool.name} ({tool.title})" for tool in tools.tools) or "none yet")
@@ -138,6 +164,8 @@ class McpProtocol:
             'are null. A failure is a result with isError true and {"error": {"code", "message"}}: fix the '
             "argument the message names and call again."
         )
+
+    # The handshake era ---------------------------------------------------------------
 
     async def answer(self, payload: Any, context: CallContext) -> Answer | list[Answer] | None:
         """The answer to a parsed body: an object, an array (batch), or None (nothing to answer: 202)."""
@@ -157,9 +185,72 @@ class McpProtocol:
         return await self.answer_message(payload, context)
 
     async def answer_message(self, message: Any, context: CallContext) -> Answer | None:
-        """One message's answer; never raises (a bug becomes -32603, logged with the request id)."""
+        """One handshake-era message's answer; never raises (a bug becomes -32603, logged with the request id)."""
+        return await self._guarded(message, context, self._answer_legacy_message(message, context))
+
+    async def _answer_legacy_message(self, message: Any, context: CallContext) -> Answer | None:
+        kind, outcome = self._classify(message)
+        if kind != "request":
+            return outcome
+        id_ = message["id"]
+        return await self._dispatch(self._legacy_methods, id_, message["method"], message.get("params"), context)
+
+    # 2026-07-28 ----------------------------------------------------------------------
+
+    async def answer_modern(self, payload: Any, headers: RoutingHeaders, context: CallContext) -> Answer | None:
+        """The answer to a 2026-07-28 body (one request or notification), or None (a notification: 202).
+
+        Never raises; the transport picks the HTTP status from the error code."""
+        if isinstance(payload, list):
+            return error(
+                None,
+                INVALID_REQUEST,
+                "a 2026-07-28 POST carries one JSON-RPC request or notification: batches were removed "
+                "in that revision; send each request on its own POST",
+            )
+        return await self._guarded(payload, context, self._answer_modern_message(payload, headers, context))
+
+    async def _answer_modern_message(
+        self, message: Any, headers: RoutingHeaders, context: CallContext
+    ) -> Answer | None:
+        kind, outcome = self._classify(message)
+        if kind == "response":
+            return outcome or error(
+                None,
+                INVALID_REQUEST,
+                "a 2026-07-28 client does not post JSON-RPC responses: this server sends no requests",
+            )
+        if kind == "notification":
+            rejection = None if outcome else check_notification(message, headers)
+            return outcome or (error(None, rejection.code, rejection.message, rejection.data) if rejection else None)
+        if kind != "request":
+            return outcome
+        id_ = message["id"]
+        rejection = check_request(message, headers)
+        if rejection is not None:
+            return error(id_, rejection.code, rejection.message, rejection.data)
+        method = message["method"]
+        if method in _REMOVED_METHODS:
+            return error(
+                id_,
+                METHOD_NOT_FOUND,
+                f"{method!r} was removed in MCP 2026-07-28 ({_REMOVED_METHODS[method]}); "
+                f"this server offers {', '.join(self._modern_methods)} in that revision",
+            )
+        answer = await self._dispatch(self._modern_methods, id_, method, message.get("params"), context)
+        if "result" in answer:
+            answer["result"] = {
+                **answer["result"],
+                "resultType": "complete",
+                "_meta": {SERVER_INFO_KEY: self.server_info},
+            }
+        return answer
+
+    # Shared --------------------------------------------------------------------------
+
+    async def _guarded(self, message: Any, context: CallContext, work: Awaitable[Answer | None]) -> Answer | None:
         try:
-            return await self._answer_message(message, context)
+            return await work
         except RecursionError:
             return error(None, INVALID_REQUEST, "the message is nested too deeply")
         except Exception:
@@ -172,14 +263,18 @@ class McpProtocol:
                 {"requestId": context.request_id} if context.request_id else None,
             )
 
-    async def _answer_message(self, message: Any, context: CallContext) -> Answer | None:
+    def _classify(self, message: Any) -> tuple[str, Answer | None]:
+        """What a message is, ``request``, ``notification`` or ``response``, with the -32600 answer when its
+        envelope is malformed (else ``None``); ``("invalid", answer)`` for what is none of them."""
         if not isinstance(message, dict):
-            return error(None, INVALID_REQUEST, "a JSON-RPC message is an object (or a batch: an array of objects)")
+            return "invalid", error(
+                None, INVALID_REQUEST, "a JSON-RPC message is an object (or a batch: an array of objects)"
+            )
         if "method" in message:
             if "id" not in message:
                 problem = self._notification.problem(message)
                 # A notification is never answered, except that a malformed one is an Invalid Request (JSON-RPC 5.1).
-                return error(None, INVALID_REQUEST, problem) if problem else None
+                return "notification", error(None, INVALID_REQUEST, problem) if problem else None
             id_ = message["id"]
             problem = (
                 "the id must be a string or an integer (not null, a fraction, a boolean, an array or an object)"
@@ -187,21 +282,25 @@ class McpProtocol:
                 else self._request.problem(message)
             )
             if problem:
-                return error(id_ if _valid_id(id_) else None, INVALID_REQUEST, problem)
-            return await self._dispatch(id_, message["method"], message.get("params"), context)
+                return "invalid", error(id_ if _valid_id(id_) else None, INVALID_REQUEST, problem)
+            return "request", None
         if "result" in message or "error" in message:
             # A client's answer to a server request: this server sends none, so there is nothing to do.
             problem = self._response.problem(message)
-            return error(None, INVALID_REQUEST, problem) if problem else None
-        return error(None, INVALID_REQUEST, "not a JSON-RPC 2.0 message: it has neither a method nor a result or error")
+            return "response", error(None, INVALID_REQUEST, problem) if problem else None
+        return "invalid", error(
+            None, INVALID_REQUEST, "not a JSON-RPC 2.0 message: it has neither a method nor a result or error"
+        )
 
-    async def _dispatch(self, id_: str | int, method: str, params: Any, context: CallContext) -> Answer:
-        handler = self._methods.get(method)
+    async def _dispatch(
+        self, methods: dict[str, _Handler], id_: str | int, method: str, params: Any, context: CallContext
+    ) -> Answer:
+        handler = methods.get(method)
         if handler is None:
             return error(
                 id_,
                 METHOD_NOT_FOUND,
-                f"method {method!r} is not offered; this server offers {', '.join(self._methods)}",
+                f"method {method[:64]!r} is not offered; this server offers {', '.join(methods)}",
             )
         if params is not None and not isinstance(params, dict):
             return error(id_, INVALID_PARAMS, f"the params of {method} must be an object")
@@ -214,12 +313,24 @@ class McpProtocol:
 
     async def _initialize(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
         asked = params.get("protocolVersion")
-        version = asked if asked in SUPPORTED_VERSIONS else FALLBACK_VERSION
+        version = asked if asked in LEGACY_VERSIONS else FALLBACK_VERSION
         return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
-            "serverInfo": {"name": "ipintel", "title": "ipintel IP intelligence", "version": __version__},
+            "serverInfo": self.server_info,
             "instructions": self.instructions,
+        }
+
+    async def _discover(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        """``server/discover`` (2026-07-28): every version we speak, so that a client of either era can choose.
+
+        Cacheable like the tool list: the answer is the same for every caller."""
+        return {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": {"tools": {"listChanged": False}},
+            "instructions": self.instructions,
+            "ttlMs": TOOLS_TTL_MS,
+            "cacheScope": "public",
         }
 
     async def _ping(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
@@ -227,6 +338,9 @@ class McpProtocol:
 
     async def _tools_list(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
         return {"tools": self.tools.listing}  # one page: a cursor, if sent, changes nothing
+
+    async def _tools_list_cacheable(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        return {"tools": self.tools.listing, "ttlMs": TOOLS_TTL_MS, "cacheScope": "public"}
 
     async def _tools_call(self, params: dict[str, Any], context: CallContext) -> dict[str, Any] | _ParamsError:
         name = params.get("name")
@@ -250,6 +364,14 @@ class McpProtocol:
         return tool_success(data)
 
 
+# Methods of the handshake era that 2026-07-28 removed, and what replaces each.
+_REMOVED_METHODS = {
+    "initialize": "a request names its version in params._meta; server/discover lists the versions",
+    "ping": "a request is its own liveness check",
+    "logging/setLevel": "the level travels in each request's _meta",
+}
+
+
 class _ParamsError:
     """A -32602 outcome of a method (kept apart from results without raising)."""
 
@@ -257,3 +379,6 @@ class _ParamsError:
 
     def __init__(self, message: str) -> None:
         self.message = message
+
+
+_Handler = Callable[[dict[str, Any], CallContext], Awaitable[dict[str, Any] | _ParamsError]]
