@@ -1,7 +1,8 @@
-"""Operations routes (SPEC 6.2): liveness, readiness, the OpenAPI document and its docs page."""
+"""Operations routes (docs/API.md#operations): liveness, readiness, the OpenAPI document and its docs page."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from starlette.requests import Request
@@ -52,16 +53,24 @@ async def docs_init(request: Request) -> Response:
     return Response(_DOCS_INIT, media_type="application/javascript")
 
 
-def routes() -> list[BaseRoute]:
-    import swagger_ui_bundle
+def swagger_ui_assets() -> Path:
+    """Swagger UI 5's files, as the ``swagger-ui-py`` package ships them (OpenAPI 3.1 needs Swagger UI 5;
+    ``swagger-ui-bundle`` stopped at 4.15). Found without importing the package, whose ``__init__`` loads
+    jinja2 and its framework adapters, none of which /docs uses."""
+    spec = importlib.util.find_spec("swagger_ui")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the swagger-ui-py package (Swagger UI's assets for /docs) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "static"
 
+
+def routes() -> list[BaseRoute]:
     return [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
         Route("/docs/init.js", docs_init, methods=["GET"]),
-        Mount("/docs/assets", StaticFiles(directory=Path(swagger_ui_bundle.swagger_ui_path)), name="docs-assets"),
+        Mount("/docs/assets", StaticFiles(directory=swagger_ui_assets()), name="docs-assets"),
     ]
 
 
