@@ -37,7 +37,8 @@ from ipintel.api import whois as whois_api
 from ipintel.api.rest import Endpoint
 from ipintel.infra.reload import DatabaseWatcher
 from ipintel.metrics import Metrics
-from ipintel.openapi import build_document, load_schema
+from ipintel.openapi import build_document
+from ipintel.schema_files import embeddable_schema
 from ipintel.service import Intel
 from ipintel.settings import Settings
 from ipintel.web.middleware import RequestContextMiddleware
@@ -118,7 +119,7 @@ def create_app(
     )
     # Starlette's router, matching a request only against the routes its first path
     # segment can reach. A trailing slash is a 404 with a JSON body, not a bodiless
-    # 307: every response is JSON (SPEC 1), and an API client should not chase redirects.
+    # 307: every response is JSON (docs/API.md#conventions), and an API client should not chase redirects.
     app.router = SegmentRouter(routes, redirect_slashes=False, lifespan=lifespan)
     app.state.settings = settings
     app.state.intel = intel
@@ -127,8 +128,6 @@ def create_app(
     app.state.db_watcher = db_watcher
     document = build_document(ENDPOINTS, {**ops.OPS_PATHS, **metrics_api.OPENAPI_PATHS, **mcp_api.OPENAPI_PATHS})
     document["components"]["schemas"].update(mcp_api.openapi_components())
-    document["components"]["schemas"].setdefault(
-        "health", {k: v for k, v in load_schema("health").items() if not k.startswith("$")}
-    )
+    document["components"]["schemas"].setdefault("health", embeddable_schema("health"))
     app.state.openapi = document
     return app

@@ -1,5 +1,5 @@
 """The OpenAPI 3.1 document, assembled from the JSON Schema files in ``schemas/``
-and the :class:`~ipintel.api.rest.Endpoint` declarations (SPEC 7).
+and the :class:`~ipintel.api.rest.Endpoint` declarations (docs/API.md#openapi-and-schemas).
 
 The schema files are the single source: the same files validate responses in
 the tests and become the MCP tools' ``outputSchema``.
@@ -8,31 +8,13 @@ the tests and become the MCP tools' ``outputSchema``.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterable
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from ipintel import __version__
 from ipintel.api.rest import Endpoint
 from ipintel.errors import STATUS_BY_CODE
-
-SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
-
-
-@cache
-def load_schema(name: str) -> dict[str, Any]:
-    """A schema file by name (``"geoip"`` or ``"mcp/request"``), parsed once."""
-    return json.loads((SCHEMA_DIR / f"{name}.json").read_text(encoding="utf-8"))
-
-
-def _embeddable(schema: dict[str, Any]) -> dict[str, Any]:
-    embedded = copy.deepcopy(schema)
-    embedded.pop("$schema", None)
-    embedded.pop("$id", None)
-    return embedded
-
+from ipintel.schema_files import embeddable_schema
 
 _RATE_HEADERS = {
     "RateLimit-Limit": ("Requests allowed per window in this route's scope", "integer"),
@@ -45,11 +27,11 @@ _COMMON_ERRORS = ("internal_error",)
 
 def build_document(endpoints: Iterable[Endpoint], extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
     endpoints = list(endpoints)
-    schemas: dict[str, Any] = {"Error": _embeddable(load_schema("error"))}
+    schemas: dict[str, Any] = {"Error": embeddable_schema("error")}
     paths: dict[str, Any] = {}
     for ep in endpoints:
         component = ep.schema.replace("/", "_")
-        schemas.setdefault(component, _embeddable(load_schema(ep.schema)))
+        schemas.setdefault(component, embeddable_schema(ep.schema))
         responses: dict[str, Any] = {
             "200": {
                 "description": ep.summary,

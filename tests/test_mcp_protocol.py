@@ -1,4 +1,4 @@
-"""The JSON-RPC and transport rules of ``POST /mcp``, row by row of SPEC 8, through the ASGI app."""
+"""The JSON-RPC and transport rules of ``POST /mcp``, rule by rule of docs/MCP.md, through the ASGI app."""
 
 from __future__ import annotations
 

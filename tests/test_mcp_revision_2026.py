@@ -12,7 +12,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from ipintel.api.mcp_envelope import decode_header_value
-from ipintel.openapi import load_schema
+from ipintel.schema_files import load_schema
 from ipintel.settings import Settings
 from tests.support.app import running_app
 from tests.support.mcp import JSON_HEADERS, answers_of, check_transport, post

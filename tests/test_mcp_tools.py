@@ -1,8 +1,6 @@
-"""The six MCP tools (SPEC 8): listing, calls against local upstreams, errors, rate-limit scopes.
+"""The six MCP tools (docs/MCP.md#tools): listing, calls against local upstreams, errors, rate-limit scopes.
 
-A tool is live only when its ``Intel`` capability exists. The tests of a tool
-whose capability has not landed yet skip with a reason naming the missing
-method, and run as soon as it lands. Every success goes through
+Every success goes through
 :func:`tests.support.mcp.call_tool`, which validates ``structuredContent``
 against the ``outputSchema`` the server lists; the tests also compare it with
 what the REST route answers, since both call the same ``Intel`` method.
@@ -18,35 +16,14 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from ipintel.api.mcp_protocol import McpProtocol
-from ipintel.api.mcp_tools import TOOLS, TOOLS_BY_NAME, CallContext, ToolSet, available_tools
-from ipintel.openapi import load_schema
-from ipintel.service import Intel
+from ipintel.api.mcp_tools import TOOLS, TOOLS_BY_NAME
+from ipintel.schema_files import load_schema
 from ipintel.settings import Settings
 from tests.support.app import running_app
 from tests.support.dns_server import DnsServer
 from tests.support.mcp import call_tool, error_of, listed_tools, post, rpc
 
 ORDER = ["lookup_ip", "whois_ip", "lookup_dns", "check_blacklist", "detect_vpn", "calculate_cidr"]
-
-
-def require(name: str) -> None:
-    """Skip (with the reason) when the tool's capability has not landed in ``Intel`` yet."""
-    tool = TOOLS_BY_NAME[name]
-    missing = [method for method in tool.requires if not callable(getattr(Intel, method, None))]
-    if missing:
-        pytest.skip(f"Intel.{missing[0]} has not landed yet, so the {name} tool is not listed")
-    if not tool.schema_files_present():
-        pytest.skip(f"the schema files of {name} ({', '.join(tool.output)}) are not in schemas/ yet")
-
-
-def live_names() -> list[str]:
-    return [
-        name
-        for name in ORDER
-        if all(callable(getattr(Intel, m, None)) for m in TOOLS_BY_NAME[name].requires)
-        and TOOLS_BY_NAME[name].schema_files_present()
-    ]
 
 
 async def rest_data(client: httpx.AsyncClient, path: str, **params: str) -> Any:
@@ -63,7 +40,7 @@ async def test_tools_are_listed_in_the_fixed_order_when_their_capability_exists(
     async with running_app(settings) as client:
         answer = await rpc(client, "tools/list")
     names = [tool["name"] for tool in answer["result"]["tools"]]
-    assert names == live_names()
+    assert names == ORDER
     assert "lookup_ip" in names and "calculate_cidr" in names
 
 
@@ -101,29 +78,6 @@ async def test_listed_schemas_are_the_schema_files(settings: Settings) -> None:
             assert tool["outputSchema"] == strip(load_schema(outputs[0]))
         else:
             assert tool["outputSchema"]["anyOf"] == [strip(load_schema(o)) for o in outputs]
-
-
-def test_a_tool_is_live_only_when_every_method_it_calls_exists() -> None:
-    class OnlyCidrAndDns:
-        """A capability set in which lookup_dns exists but reverse_dns has not landed."""
-
-        async def calculate_cidr(self, range_: str) -> dict[str, Any]:
-            return {}
-
-        async def lookup_dns(self, domain: str, type: str = "A") -> dict[str, Any]:
-            return {}
-
-    assert [tool.name for tool in available_tools(OnlyCidrAndDns())] == ["calculate_cidr"]  # type: ignore[arg-type]
-
-
-async def test_calling_a_known_tool_whose_capability_is_missing_says_so(settings: Settings) -> None:
-    intel = Intel.from_settings(settings)
-    protocol = McpProtocol(intel, ToolSet([TOOLS_BY_NAME["calculate_cidr"]]))
-    context = CallContext(caller_ip=None, spend=lambda scope: None)
-    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whois_ip", "arguments": {}}}
-    answer = await protocol.answer(message, context)
-    assert isinstance(answer, dict) and answer["error"]["code"] == -32602
-    assert "not available" in answer["error"]["message"] and "calculate_cidr" in answer["error"]["message"]
 
 
 # successes, compared with the REST route ------------------------------------------------------------
@@ -177,7 +131,6 @@ async def test_calculate_cidr(settings: Settings, range_: str) -> None:
 
 
 async def test_whois_ip(settings: Settings) -> None:
-    require("whois_ip")
     from tests.support.rdap_server import Reply, rdap_server
 
     document = {
@@ -217,7 +170,6 @@ async def test_whois_ip(settings: Settings) -> None:
 
 
 async def test_lookup_dns_records_and_reverse(settings: Settings) -> None:
-    require("lookup_dns")
     with DnsServer() as dns:
         dns.add("example.com", "A", "93.184.215.14", ttl=60)
         dns.add("example.com", "MX", "10 mail.example.com", ttl=60)
@@ -243,7 +195,6 @@ def _without_ttl(data: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_check_blacklist(settings: Settings) -> None:
-    require("check_blacklist")
     from tests.support.dnsbl import healthy_list
     from tests.support.reputation_server import ReputationServer
 
@@ -263,7 +214,6 @@ async def test_check_blacklist(settings: Settings) -> None:
 
 
 async def test_detect_vpn(settings: Settings) -> None:
-    require("detect_vpn")
     async with running_app(settings) as client:
         result = await call_tool(client, "detect_vpn", {"ip": "8.8.8.8"})
         rest = await rest_data(client, "/ip/8.8.8.8/vpn")
@@ -308,7 +258,6 @@ async def test_detect_vpn(settings: Settings) -> None:
 async def test_bad_arguments_are_error_results_the_model_can_read(
     settings: Settings, tool: str, arguments: dict[str, Any], code: str
 ) -> None:
-    require(tool)
     async with running_app(settings) as client:
         result = await call_tool(client, tool, arguments)
     error = error_of(result)
@@ -325,14 +274,12 @@ async def test_a_missing_argument_is_named_with_an_example(settings: Settings) -
 
 
 async def test_whois_upstream_failure_is_an_error_result(settings: Settings) -> None:
-    require("whois_ip")
     async with running_app(settings) as client:  # the bootstrap URL is a closed local port
         result = await call_tool(client, "whois_ip", {"ip": "8.8.8.8"})
     assert error_of(result)["code"] in ("upstream_error", "upstream_timeout")
 
 
 async def test_dns_upstream_failure_is_an_error_result(settings: Settings) -> None:
-    require("lookup_dns")
     with DnsServer() as dns:
         dns.servfail("broken.test")
         async with running_app(settings.replace(dns_servers=dns.servers)) as client:
@@ -348,7 +295,7 @@ async def test_geoip_unavailable_is_an_error_result(settings: Settings, tmp_path
     assert error_of(result)["code"] == "geoip_unavailable"
 
 
-# rate limits: the tool's own scope (SPEC 5) ----------------------------------------------------------------
+# rate limits: the tool's own scope (docs/API.md#rate-limits) ----------------------------------------------------------------
 
 
 def _call(name: str, arguments: dict[str, Any], id_: int = 1) -> dict[str, Any]:
@@ -370,7 +317,6 @@ async def test_a_tool_call_spends_a_general_token_besides_the_request(settings: 
 
 
 async def test_registry_tools_spend_the_registry_scope(settings: Settings) -> None:
-    require("whois_ip")
     settings = settings.replace(rate_limits={"general": 100, "dns": 30, "registry": 2})
     async with running_app(settings) as client:
         results = [(await post(client, _call("whois_ip", {"ip": "not-an-ip"}, i))).json()["result"] for i in range(3)]
@@ -382,7 +328,6 @@ async def test_registry_tools_spend_the_registry_scope(settings: Settings) -> No
 
 
 async def test_lookup_dns_spends_the_dns_scope(settings: Settings) -> None:
-    require("lookup_dns")
     settings = settings.replace(rate_limits={"general": 100, "dns": 1, "registry": 10})
     async with running_app(settings) as client:
         first = (await post(client, _call("lookup_dns", {"domain": "bad..name"}))).json()["result"]
@@ -392,7 +337,6 @@ async def test_lookup_dns_spends_the_dns_scope(settings: Settings) -> None:
 
 
 async def test_schema_invalid_arguments_spend_no_tool_token(settings: Settings) -> None:
-    require("whois_ip")
     settings = settings.replace(rate_limits={"general": 100, "dns": 30, "registry": 1})
     async with running_app(settings) as client:
         bad = [(await post(client, _call("whois_ip", {"ip": 1}, i))).json()["result"] for i in range(3)]
@@ -403,7 +347,6 @@ async def test_schema_invalid_arguments_spend_no_tool_token(settings: Settings) 
 
 
 async def test_a_batch_cannot_bypass_the_tool_scope(settings: Settings) -> None:
-    require("whois_ip")
     settings = settings.replace(rate_limits={"general": 100, "dns": 30, "registry": 3})
     batch = [_call("whois_ip", {"ip": "nope"}, i) for i in range(10)]
     async with running_app(settings) as client:

@@ -1,4 +1,4 @@
-"""``POST /mcp``: the MCP tool endpoint over HTTP (SPEC 8), hand-written on Starlette.
+"""``POST /mcp``: the MCP tool endpoint over HTTP (docs/MCP.md), hand-written on Starlette.
 
 Streamable HTTP without sessions: every POST carries JSON-RPC messages and
 gets its answer in the response body, as one JSON document (or, for a client
@@ -41,9 +41,9 @@ from ipintel.api.mcp_protocol import (
     McpProtocol,
     error,
 )
-from ipintel.api.mcp_tools import CallContext, ToolSet
+from ipintel.api.mcp_tools import TOOLS, CallContext, ToolSet
 from ipintel.errors import ApiError
-from ipintel.openapi import load_schema
+from ipintel.schema_files import embeddable_schema
 from ipintel.web.client import client_address
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class McpEndpoint:
     """The ``/mcp`` handler of one app: the live tools, the origin policy, the body limit."""
 
     def __init__(self, intel: Intel, settings: Settings) -> None:
-        self.protocol = McpProtocol(intel, ToolSet.for_intel(intel))
+        self.protocol = McpProtocol(intel, ToolSet(TOOLS))
         self.settings = settings
         self.origins = OriginPolicy(settings.mcp_allowed_origins)
 
@@ -296,7 +296,7 @@ def _status(answer: Any, modern: bool) -> int:
 
 
 def _spender(request: Request, caller_ip: str | None) -> Any:
-    """The tool-scope half of SPEC 5: each tools/call spends a token of its tool's scope.
+    """The tool-scope half of the rate limits (docs/API.md#rate-limits): each tools/call spends a token of its tool's scope.
 
     The limiter (``app.state.limiter``) is absent or ``None`` when rate limits
     are off; then a call spends nothing."""
@@ -334,13 +334,7 @@ _COMPONENTS = {
 
 def openapi_components() -> dict[str, Any]:
     """The envelope schemas, for ``components.schemas`` of the OpenAPI document."""
-    out = {}
-    for component, name in _COMPONENTS.items():
-        schema = dict(load_schema(name))
-        schema.pop("$schema", None)
-        schema.pop("$id", None)
-        out[component] = schema
-    return out
+    return {component: embeddable_schema(name) for component, name in _COMPONENTS.items()}
 
 
 def _rpc_error(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""JSON-RPC 2.0 for the MCP endpoint (SPEC 8), independent of HTTP.
+"""JSON-RPC 2.0 for the MCP endpoint (docs/MCP.md), independent of HTTP.
 
 :class:`McpProtocol` takes a parsed JSON body (one message or a batch) and
 returns what to answer: a response object, an array of them, or ``None`` when
@@ -31,9 +31,9 @@ from ipintel.api.mcp_envelope import (
     check_notification,
     check_request,
 )
-from ipintel.api.mcp_tools import TOOLS_BY_NAME, CallContext, ToolSet
+from ipintel.api.mcp_tools import CallContext, ToolSet
 from ipintel.errors import ApiError
-from ipintel.openapi import load_schema
+from ipintel.schema_files import load_schema
 
 if TYPE_CHECKING:
     from ipintel.service import Intel
@@ -79,12 +79,12 @@ def _dumps(value: Any) -> str:
 
 
 def tool_success(data: dict[str, Any]) -> dict[str, Any]:
-    """SPEC 8: the REST data object as text for the model, and as structuredContent for programs."""
+    """The REST data object (docs/MCP.md#tools): as text for the model, and as structuredContent for programs."""
     return {"content": [{"type": "text", "text": _dumps(data)}], "structuredContent": data, "isError": False}
 
 
 def tool_failure(failure: ApiError) -> dict[str, Any]:
-    """SPEC 8: a failure the model can read and correct, as the REST error object. No structuredContent:
+    """A failure the model can read and correct, as the REST error object (docs/API.md#errors). No structuredContent:
     clients validate structuredContent against outputSchema, which describes successes."""
     return {"content": [{"type": "text", "text": _dumps(failure.to_dict())}], "isError": True}
 
@@ -159,7 +159,7 @@ class McpProtocol:
         self.server_info = {"name": "ipintel", "title": "ipintel IP intelligence", "version": __version__}
         self.instructions = (
             "IP intelligence tools: "
-            + ("; ".join(f"{tool.name} ({tool.title})" for tool in tools.tools) or "none yet")
+            + "; ".join(f"{tool.name} ({tool.title})" for tool in tools.tools)
             + ". Every tool is read-only and answers with the same JSON as the ipintel REST API; unknown values "
             'are null. A failure is a result with isError true and {"error": {"code", "message"}}: fix the '
             "argument the message names and call again."
@@ -348,10 +348,7 @@ class McpProtocol:
             return _ParamsError("tools/call needs params.name, the name of a tool from tools/list")
         tool = self.tools.by_name.get(name)
         if tool is None:
-            live = ", ".join(self.tools.by_name) or "none"
-            if name in TOOLS_BY_NAME:
-                return _ParamsError(f"the tool {name!r} is not available on this server yet; the tools are: {live}")
-            return _ParamsError(f"unknown tool {name[:64]!r}; the tools are: {live}")
+            return _ParamsError(f"unknown tool {name[:64]!r}; the tools are: {', '.join(self.tools.by_name)}")
         arguments = params.get("arguments")
         if arguments is None:  # absent, or null as some clients send for "no arguments"
             arguments = {}

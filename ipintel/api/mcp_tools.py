@@ -1,13 +1,9 @@
-"""The MCP tools (SPEC 8): thin adapters from tool arguments to one ``Intel`` method each.
+"""The MCP tools (docs/MCP.md#tools): thin adapters from tool arguments to one ``Intel`` method each.
 
-A tool here is what ``tools/list`` shows a model (name, description,
+A tool here is what ``tools/list`` shows a model (name, title, description,
 ``inputSchema``, ``outputSchema``, annotations) plus a few lines that turn its
 arguments into the call of the same :class:`~ipintel.service.Intel` method the
 REST route calls, so both share behaviour, caches and errors.
-
-A tool is live when its capability is: :func:`available_tools` keeps the
-tools whose ``Intel`` methods exist and whose schema files are present, so a
-tool appears by itself when its capability lands, and never before.
 
 The schemas come from ``schemas/``: ``mcp/tools/<tool>.input.json`` for the
 arguments, the REST response schema of the tool's route for the output (one
@@ -16,10 +12,9 @@ source for the OpenAPI document, the REST tests and the tools).
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,14 +22,14 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from ipintel.errors import ApiError
-from ipintel.openapi import SCHEMA_DIR, load_schema
+from ipintel.schema_files import embeddable_schema
 
 if TYPE_CHECKING:
     from ipintel.service import Intel
 
 log = logging.getLogger("ipintel.mcp")
 
-# The rate-limit scope (SPEC 5) each tool spends besides the request's own "general" token.
+# The rate-limit scope (docs/API.md#rate-limits) each tool spends besides the request's own "general" token.
 GENERAL, DNS, REGISTRY = "general", "dns", "registry"
 
 # Which error code a schema failure of an argument becomes: the code the REST
@@ -51,7 +46,7 @@ _CODE_BY_ARGUMENT = {
 class CallContext:
     """What a tool call may need from the HTTP request that carried it."""
 
-    caller_ip: str | None  # SPEC 6.3, for lookup_ip without an address
+    caller_ip: str | None  # docs/API.md#client-address, for lookup_ip without an address
     spend: Callable[[str], None]  # takes a token of a rate-limit scope; raises ApiError("rate_limited")
     request_id: str | None = None  # for logs
 
@@ -64,7 +59,6 @@ class Tool:
     name: str
     title: str
     description: str
-    requires: tuple[str, ...]  # Intel methods the tool calls: listed only when all exist
     output: tuple[str, ...]  # REST schema file(s) of the result; several are alternatives (anyOf)
     scope: str
     run: Runner
@@ -74,13 +68,6 @@ class Tool:
     @property
     def input_schema_name(self) -> str:
         return f"mcp/tools/{self.name}.input"
-
-    def schema_files_present(self) -> bool:
-        names = (self.input_schema_name, *self.output)
-        return all((SCHEMA_DIR / f"{name}.json").is_file() for name in names)
-
-    def available_on(self, intel: Intel) -> bool:
-        return all(callable(getattr(intel, method, None)) for method in self.requires) and self.schema_files_present()
 
 
 # Adapters: each reads its arguments and calls one Intel method. -------------
@@ -92,15 +79,16 @@ async def _lookup_ip(intel: Intel, arguments: dict[str, Any], context: CallConte
         return await intel.lookup_ip(ip)  # GET /ip/{ip}
     if context.caller_ip is None:
         raise ApiError("invalid_ip", "the caller's address is unknown; pass the argument 'ip'")
-    return await intel.lookup_own_ip(context.caller_ip)  # GET /ip: the caller's address, not cached (SPEC 4)
+    # GET /ip: the caller's address, not cached (docs/API.md#caching)
+    return await intel.lookup_own_ip(context.caller_ip)
 
 
 async def _whois_ip(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
-    return await intel.whois_ip(arguments["ip"])  # type: ignore[attr-defined, no-any-return]
+    return await intel.whois_ip(arguments["ip"])
 
 
 def _upper_record_type(arguments: dict[str, Any]) -> dict[str, Any]:
-    """Record types are case-insensitive (SPEC 2); the schema's enum lists the canonical spelling."""
+    """Record types are case-insensitive (docs/API.md#dns); the schema's enum lists the canonical spelling."""
     if isinstance(arguments.get("type"), str):
         return {**arguments, "type": arguments["type"].upper()}
     return arguments
@@ -119,23 +107,23 @@ async def _lookup_dns(intel: Intel, arguments: dict[str, Any], context: CallCont
             raise ApiError(
                 "invalid_request", "'type' goes with 'domain'; a reverse lookup with 'ip' always asks for PTR"
             )
-        return await intel.reverse_dns(arguments["ip"])  # type: ignore[attr-defined, no-any-return]
-    return await intel.lookup_dns(arguments["domain"], type=arguments.get("type", "A"))  # type: ignore[attr-defined, no-any-return]
+        return await intel.reverse_dns(arguments["ip"])
+    return await intel.lookup_dns(arguments["domain"], type=arguments.get("type", "A"))
 
 
 async def _check_blacklist(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
-    return await intel.check_blacklist(arguments["ip"])  # type: ignore[attr-defined, no-any-return]
+    return await intel.check_blacklist(arguments["ip"])
 
 
 async def _detect_vpn(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
-    return await intel.detect_vpn(arguments["ip"])  # type: ignore[attr-defined, no-any-return]
+    return await intel.detect_vpn(arguments["ip"])
 
 
 async def _calculate_cidr(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
     return await intel.calculate_cidr(arguments["range"])
 
 
-# The six tools, in the fixed order of SPEC 8. ---------------------------------
+# The six tools, in the fixed order of docs/MCP.md#tools. ---------------------------------
 
 TOOLS: tuple[Tool, ...] = (
     Tool(
@@ -150,7 +138,6 @@ TOOLS: tuple[Tool, ...] = (
             "non-public addresses give the error reserved_address. "
             'Example: {"ip": "8.8.8.8"} returns {"country": "US", "city": "Mountain View", "asn": "AS15169", ...}.'
         ),
-        requires=("lookup_ip",),
         output=("geoip",),
         scope=GENERAL,
         run=_lookup_ip,
@@ -167,7 +154,6 @@ TOOLS: tuple[Tool, ...] = (
             "location. Argument: ip, a public IPv4 or IPv6 address. "
             'Example: {"ip": "1.1.1.1"} returns {"registry": "APNIC", "startAddress": "1.1.1.0", ...}.'
         ),
-        requires=("whois_ip",),
         output=("whois",),
         scope=REGISTRY,
         run=_whois_ip,
@@ -185,7 +171,6 @@ TOOLS: tuple[Tool, ...] = (
             'records, name servers, or the host name of an address. Examples: {"domain": "example.com", "type": '
             '"MX"}; {"ip": "8.8.8.8"} returns a PTR record with data "dns.google".'
         ),
-        requires=("lookup_dns", "reverse_dns"),
         output=("dns", "reverse"),
         scope=DNS,
         run=_lookup_dns,
@@ -203,7 +188,6 @@ TOOLS: tuple[Tool, ...] = (
             "known for spam or abuse. Argument: ip, a public IPv4 address (IPv6 gives the error "
             'ipv6_not_supported). Example: {"ip": "185.220.101.1"}.'
         ),
-        requires=("check_blacklist",),
         output=("blacklist",),
         scope=REGISTRY,
         run=_check_blacklist,
@@ -220,7 +204,6 @@ TOOLS: tuple[Tool, ...] = (
             'than a home or mobile user. Argument: ip, a public IPv4 or IPv6 address. Example: {"ip": '
             '"185.220.101.1"}.'
         ),
-        requires=("detect_vpn",),
         output=("vpn",),
         scope=GENERAL,
         run=_detect_vpn,
@@ -237,7 +220,6 @@ TOOLS: tuple[Tool, ...] = (
             'range, e.g. "192.168.1.0/24" or "2001:db8::/48". Example: {"range": "192.168.1.0/24"} returns '
             '{"network": "192.168.1.0", "broadcast": "192.168.1.255", "usableHosts": 254, ...}.'
         ),
-        requires=("calculate_cidr",),
         output=("cidr",),
         scope=GENERAL,
         run=_calculate_cidr,
@@ -246,29 +228,6 @@ TOOLS: tuple[Tool, ...] = (
 )
 
 TOOLS_BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
-
-
-def available_tools(intel: Intel) -> list[Tool]:
-    """The tools whose capability exists on ``intel``, in the fixed order of SPEC 8."""
-    live = []
-    for tool in TOOLS:
-        if tool.available_on(intel):
-            live.append(tool)
-        elif all(callable(getattr(intel, m, None)) for m in tool.requires):
-            log.warning("MCP tool %s is not listed: a schema file is missing (%s)", tool.name, tool.output)
-    return live
-
-
-# Schemas -----------------------------------------------------------------------
-
-
-def _without_ids(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A schema to embed in a tool: no ``$schema``/``$id``, so that clients which register schemas by id
-    (Ajv, used by the MCP Inspector) can compile it any number of times."""
-    embedded = copy.deepcopy(dict(schema))
-    embedded.pop("$schema", None)
-    embedded.pop("$id", None)
-    return embedded
 
 
 def _prefix_refs(node: Any, prefix: str) -> Any:
@@ -294,11 +253,11 @@ def output_schema(names: tuple[str, ...]) -> dict[str, Any]:
     the root under a per-file prefix, so local references keep resolving once
     the file is nested."""
     if len(names) == 1:
-        return _without_ids(load_schema(names[0]))
+        return embeddable_schema(names[0])
     branches: list[dict[str, Any]] = []
     defs: dict[str, Any] = {}
     for name in names:
-        branch = _without_ids(load_schema(name))
+        branch = embeddable_schema(name)
         prefix = f"{name.replace('/', '_')}_"
         branch = _prefix_refs(branch, prefix)
         for key, value in branch.pop("$defs", {}).items():
@@ -311,7 +270,7 @@ def output_schema(names: tuple[str, ...]) -> dict[str, Any]:
 
 
 def input_schema(tool: Tool) -> dict[str, Any]:
-    return _without_ids(load_schema(tool.input_schema_name))
+    return embeddable_schema(tool.input_schema_name)
 
 
 # Argument checking ---------------------------------------------------------------
@@ -373,10 +332,6 @@ class ToolSet:
         self._validators = {name: Draft202012Validator(schema) for name, schema in self._inputs.items()}
         self.listing = [self._describe(tool) for tool in self.tools]
         self.by_name = {tool.name: tool for tool in self.tools}
-
-    @classmethod
-    def for_intel(cls, intel: Intel) -> ToolSet:
-        return cls(available_tools(intel))
 
     def _describe(self, tool: Tool) -> dict[str, Any]:
         return {

@@ -25,7 +25,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from starlette.routing import Match
 
 from ipintel.app import ENDPOINTS, create_app
-from ipintel.openapi import load_schema
+from ipintel.schema_files import load_schema
 from ipintel.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from jsonschema import Draft202012Validator
 
-from ipintel.openapi import load_schema
+from ipintel.schema_files import load_schema
 
 _RESPONSE = Draft202012Validator(load_schema("mcp/response"))
 _ids = itertools.count(1)
@@ -60,7 +60,7 @@ async def rpc(client: httpx.AsyncClient, method: str, params: dict[str, Any] | N
 async def call_tool(client: httpx.AsyncClient, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
     """A tools/call that must produce a result (success or ``isError``); checks the result's shape:
     a success's structuredContent is valid against the tool's outputSchema and its text is the same JSON;
-    a failure's text is the ``{"error": {code, message}}`` object of SPEC 2."""
+    a failure's text is the ``{"error": {code, message}}`` object of docs/API.md#errors."""
     params: dict[str, Any] = {"name": name}
     if arguments is not None:
         params["arguments"] = arguments
