@@ -1,4 +1,8 @@
-"""Structured logs: one JSON object per line in production, readable text on a terminal."""
+"""Structured logs: one JSON object per line in production, readable text on a terminal.
+
+``IPINTEL_LOG_FORMAT`` (:attr:`Settings.log_format`) says which; ``auto``, the
+default, looks at the stream the logs go to (standard error): text when it is
+a terminal, JSON otherwise (a container, a pipe, a file)."""
 
 from __future__ import annotations
 
@@ -157,16 +161,36 @@ class AccessLog:
 access_log = AccessLog()
 
 
-def configure(fmt: str = "json", level: str = "INFO") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+def choose_format(fmt: str, stream: Any) -> str:
+    """``json`` or ``text`` for a configured format: ``auto`` is text when
+    ``stream`` is a terminal, JSON otherwise."""
+    if fmt in ("json", "text"):
+        return fmt
+    if fmt != "auto":
+        raise ValueError(f"log format must be 'text', 'json' or 'auto', not {fmt!r}")
+    try:
+        return "text" if stream.isatty() else "json"
+    except (AttributeError, OSError, ValueError):  # no isatty(), or a closed stream: not a terminal
+        return "json"
+
+
+def configure(fmt: str = "auto", level: str = "INFO", stream: Any = None) -> str:
+    """Send every log record and the access log to ``stream`` (standard error
+    when None) in ``fmt`` (``text``, ``json`` or ``auto``); returns the
+    format chosen."""
+    target = sys.stderr if stream is None else stream
+    fmt = choose_format(fmt, target)
+    handler = logging.StreamHandler(target)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
     access_log.fmt = fmt
+    access_log.stream = stream  # None: whatever sys.stderr is when a batch is written
     access_log.enabled = logging.getLogger("ipintel.access").isEnabledFor(logging.INFO)
     for noisy in ("hypercorn.access",):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    return fmt
 
 
 atexit.register(access_log.flush)

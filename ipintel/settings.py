@@ -1,4 +1,4 @@
-"""Configuration: the ``IPINTEL_*`` environment variables of SPEC 6.1, parsed once.
+"""Configuration: the ``IPINTEL_*`` environment variables (docs/CONFIGURATION.md), parsed once.
 
 The app factory takes a :class:`Settings`; nothing else reads the
 environment, so tests build settings directly and point every upstream at a
@@ -10,14 +10,13 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_CITY_DB_NAME = "dbip-city-lite.mmdb"
 
-# Alive, free-for-modest-use DNSBLs (SPEC 3.5). Dead lists (SORBS, NiX Spam)
+# Alive, free-for-modest-use DNSBLs (docs/API.md#blacklist). Dead lists (SORBS, NiX Spam)
 # are deliberately absent: a dead list either lists everything or nothing.
 DEFAULT_DNSBL_ZONES: tuple[str, ...] = (
     "zen.spamhaus.org",
@@ -28,6 +27,8 @@ DEFAULT_DNSBL_ZONES: tuple[str, ...] = (
 )
 
 DEFAULT_RATE_LIMITS: dict[str, int] = {"general": 60, "dns": 30, "registry": 10}
+
+LOG_FORMATS = ("auto", "json", "text")
 FEED_NAMES: tuple[str, ...] = (
     "tor",
     "aws",
@@ -69,14 +70,15 @@ class Settings:
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     rate_limits: Mapping[str, int] | None = field(default_factory=lambda: dict(DEFAULT_RATE_LIMITS))  # None: off
     mcp_allowed_origins: tuple[str, ...] = ("http://localhost:*", "http://127.0.0.1:*")
-    log_format: str = "json"
+    # "text", "json" or "auto": text when the logs' stream is a terminal, else JSON (decided by logs.configure).
+    log_format: str = "auto"
     log_level: str = "INFO"
-    # Beyond SPEC 6.1: bounds a serious deployment wants to tune.
+    # Bounds a serious deployment wants to tune (docs/CONFIGURATION.md).
     blacklist_deadline: float = 3.0
     max_body_bytes: int = 1024 * 1024
     cache_max_entries: int = 10_000
     rate_limit_max_clients: int = 100_000
-    # Seconds between checks of the .mmdb files' mtime and size; a replaced file is reloaded (SPEC 6.2).
+    # Seconds between checks of the .mmdb files' mtime and size; a replaced file is reloaded (docs/API.md#operations).
     db_check_interval: float = 5.0
 
     @property
@@ -88,7 +90,7 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Read SPEC 6.1's variables; unset or empty variables keep their defaults."""
+        """Read the variables of docs/CONFIGURATION.md; unset or empty variables keep their defaults."""
         env = os.environ if env is None else env
         values: dict[str, object] = {}
 
@@ -140,10 +142,12 @@ class Settings:
             values["rate_limits"] = parse_rate_limits(v)
         if (v := get("MCP_ALLOWED_ORIGINS")) is not None:
             values["mcp_allowed_origins"] = tuple(o.strip() for o in v.split(",") if o.strip())
-        log_format = get("LOG_FORMAT") or ("text" if sys.stderr.isatty() else "json")
-        if log_format not in ("json", "text"):
-            raise ConfigError(f"IPINTEL_LOG_FORMAT must be 'json' or 'text', not {log_format!r}")
-        values["log_format"] = log_format
+        if (v := get("LOG_FORMAT")) is not None:
+            if v.lower() not in LOG_FORMATS:
+                raise ConfigError(
+                    f"IPINTEL_LOG_FORMAT must be 'text', 'json' or 'auto' (text on a terminal, else json), not {v!r}"
+                )
+            values["log_format"] = v.lower()
         if (v := get("LOG_LEVEL")) is not None:
             values["log_level"] = v.upper()
         if (v := get("BLACKLIST_DEADLINE")) is not None:

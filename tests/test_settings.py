@@ -65,3 +65,20 @@ def test_bad_values_name_the_variable(name: str, value: str) -> None:
     with pytest.raises(ConfigError) as info:
         Settings.from_env({name: value})
     assert name in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, "auto"), ("", "auto"), ("auto", "auto"), ("Auto", "auto"), ("text", "text"), (" JSON ", "json")],
+)
+def test_log_format_is_auto_unless_told(value: str | None, expected: str) -> None:
+    """Auto (text on a terminal, else JSON) is decided where the logs go, by logs.configure (tests/test_logs.py)."""
+    env = {} if value is None else {"IPINTEL_LOG_FORMAT": value}
+    assert Settings.from_env(env).log_format == expected
+    assert Settings().log_format == "auto"
+
+
+@pytest.mark.parametrize("value", ["xml", "jsonl", "tty", "1"])
+def test_a_bad_log_format_is_refused_with_the_choices(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"IPINTEL_LOG_FORMAT must be 'text', 'json' or 'auto' .*, not '"):
+        Settings.from_env({"IPINTEL_LOG_FORMAT": value})
