@@ -1,8 +1,8 @@
 """Parsing and classifying what clients send: IP addresses and domain names.
 
 Every capability takes client text through these functions, so the rules of
-SPEC 1 and 2 (canonical forms, IPv4-mapped IPv6, zone ids, IDN, reserved
-ranges) live in exactly one place.
+docs/API.md#addresses-and-domain-names (canonical forms, IPv4-mapped IPv6,
+zone ids, IDN, reserved ranges) live in exactly one place.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _parse_ip(text: str) -> IPAddress:
 
     Zone ids (``fe80::1%eth0``) are refused: they name an interface of the
     client's machine and mean nothing to us. An IPv4-mapped IPv6 address is
-    the IPv4 address it carries (SPEC 1).
+    the IPv4 address it carries (docs/API.md#addresses-and-domain-names).
     """
     if not isinstance(text, str) or not text or len(text) > _MAX_IP_TEXT or "%" in text:
         raise ApiError("invalid_ip", f"{_show(text)} is not an IPv4 or IPv6 address")
@@ -150,18 +150,19 @@ def _parse_public_ip_cached(text: str) -> IPAddress:
 
 # Underscores are accepted: names such as _dmarc.example.com carry real TXT
 # records, and a DNS API that refused them would be useless for mail checks.
-_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
+# Used with fullmatch: "$" also matches before a final newline, so "com\n" would pass as a label.
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
 _MAX_DOMAIN_INPUT = 1024  # bound the work idna does on hostile input
 
 
 def parse_domain(text: str) -> str:
     """Validate a domain name and return its lower-case A-label form without the root dot.
 
-    SPEC 1: case-insensitive, one trailing dot allowed, IDN converted to
-    punycode (IDNA 2008 with UTS 46 mapping), at most 253 characters and 63
-    per label. A name whose last label is all digits is refused: no such
-    top-level domain can exist (RFC 3696 2) and it is nearly always an IP
-    address sent to the wrong route.
+    The rules of docs/API.md#addresses-and-domain-names: case-insensitive,
+    one trailing dot allowed, IDN converted to punycode (IDNA 2008 with UTS 46
+    mapping), at most 253 characters and 63 per label. A name whose last
+    label is all digits is refused: no such top-level domain can exist
+    (RFC 3696 2) and it is nearly always an IP address sent to the wrong route.
     """
     if not isinstance(text, str) or not text or len(text) > _MAX_DOMAIN_INPUT:
         raise ApiError("invalid_domain", f"{_show(text)} is not a valid domain name")
@@ -177,7 +178,7 @@ def parse_domain(text: str) -> str:
             raise ApiError("invalid_domain", f"{_show(text)} is not a valid internationalised domain name") from None
     labels = name.split(".")
     for label in labels:
-        if not _LABEL.match(label):
+        if not _LABEL.fullmatch(label):
             raise ApiError("invalid_domain", f"{_show(text)} is not a valid domain name (bad label {_show(label, 40)})")
         if label.startswith("xn--"):
             try:

@@ -82,3 +82,12 @@ def test_bad_domains(text: str) -> None:
     with pytest.raises(ApiError) as info:
         parse_domain(text)
     assert info.value.code == "invalid_domain"
+
+
+@pytest.mark.parametrize("text", ["example.com", "_dmarc.example.com", "com"])
+def test_a_trailing_newline_is_refused_like_a_trailing_space(text: str) -> None:
+    # Python's "$" also matches before a final "\n": "example.com\n" once passed, newline included.
+    for suffix in (" ", "\n"):
+        with pytest.raises(ApiError) as info:
+            parse_domain(text + suffix)
+        assert info.value.code == "invalid_domain", repr(suffix)

@@ -1,4 +1,4 @@
-"""Blacklist check (SPEC 3.5): answer validation, RFC 5782 self-tests, the deadline.
+"""Blacklist check (docs/API.md#blacklist): answer validation, RFC 5782 self-tests, the deadline.
 
 DNSBLs are served by a real DNS server on 127.0.0.1 (tests/support/dns_server.py)
 with zones that behave like the real failure modes (tests/support/dnsbl.py),
@@ -156,6 +156,14 @@ def test_dqs_key_switches_spamhaus_without_showing_the_key() -> None:
 def test_unusable_configuration_is_refused(zones: list[str], key: str | None) -> None:
     with pytest.raises(blacklist.ZoneConfigError):
         build_zones(zones, dqs_key=key)
+
+
+@pytest.mark.parametrize("zone", ["bl\n.example.test", "bl.example\n.test"])
+def test_a_label_ending_in_a_newline_is_refused_like_one_ending_in_a_space(zone: str) -> None:
+    # Python's "$" also matches before a final "\n": "bl\n" once passed as a DNS label.
+    for bad in (zone, zone.replace("\n", " ")):
+        with pytest.raises(blacklist.ZoneConfigError):
+            build_zones([bad])
 
 
 def test_duplicate_zones_are_asked_once() -> None:

@@ -1,4 +1,4 @@
-"""CIDR arithmetic (SPEC 3.6): properties over generated ranges, and the edge cases."""
+"""CIDR arithmetic (docs/API.md#cidr): properties over generated ranges, and the edge cases."""
 
 from __future__ import annotations
 
@@ -134,9 +134,18 @@ async def test_route(settings: Settings) -> None:
     assert bad.status_code == 400 and "out of bounds" in bad.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("text", ["10.0.0.0/24", "2001:db8::/48"])
+def test_a_trailing_newline_is_refused_like_a_trailing_space(text: str) -> None:
+    # Python's "$" also matches before a final "\n": "10.0.0.0/24\n" once passed as "10.0.0.0/24".
+    for suffix in (" ", "\n"):
+        with pytest.raises(ApiError) as info:
+            calculate(text + suffix)
+        assert info.value.code == "invalid_range", repr(suffix)
+
+
 def test_parsing_is_remembered_but_never_an_answer_or_a_failure() -> None:
     first, again = calculate("10.0.0.0/8"), calculate("10.0.0.0/8")
-    assert first == again and first is not again  # computed afresh: /cidr has no cache (SPEC 4)
+    assert first == again and first is not again  # computed afresh: /cidr has no cache (docs/API.md#caching)
     kept = _parse_range_cached.cache_info().currsize
     for _ in range(3):
         with pytest.raises(ApiError):

@@ -44,6 +44,20 @@ async def test_request_id_kept_when_sane_and_replaced_when_not(settings: Setting
     assert len(generated.headers["x-request-id"]) >= 16
 
 
+async def test_request_id_with_a_trailing_newline_is_replaced_like_one_with_a_trailing_space(
+    settings: Settings,
+) -> None:
+    # Python's "$" also matches before a final "\n": "abc\n" once passed as sane and was echoed back.
+    async with running_app(settings) as client:
+        answers = {
+            suffix: await client.get("/healthz", headers=[(b"X-Request-Id", b"abc" + suffix)])
+            for suffix in (b" ", b"\n")
+        }
+    for suffix, response in answers.items():
+        assert response.headers["x-request-id"] not in ("abc", "abc ", "abc\n"), suffix
+        assert len(response.headers["x-request-id"]) >= 16, suffix
+
+
 class _BrokenAsnSource:
     """An ASN source with a bug: the service must answer 500 JSON, not a trace."""
 

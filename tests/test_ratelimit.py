@@ -1,4 +1,4 @@
-"""Rate limits (SPEC 5): bucket arithmetic, scopes, headers, client keys and memory bounds.
+"""Rate limits (docs/API.md#rate-limits): bucket arithmetic, scopes, headers, client keys and memory bounds.
 
 Time is a :class:`FakeClock` moved by hand: no test sleeps.
 """
@@ -434,3 +434,16 @@ def test_the_remembered_scopes_of_paths_are_bounded_and_right() -> None:
     assert rules.scope_of("/dns/example.com") == "dns"
     assert rules.scope_of("/whois/" + "1" * 300) == "registry"  # too long to remember, still matched
     assert "/whois/" + "1" * 300 not in rules._known
+
+
+async def test_a_trailing_newline_is_limited_like_a_trailing_space(settings: Settings) -> None:
+    """The gate and the router agree on paths ending in a newline (a route's ``$`` would
+    match before it): a path the router serves is limited, one it does not is not."""
+    gate = RateLimitGate(limiter=None, rules=[*((ep.path, ep.scope) for ep in ENDPOINTS), *MCP_RULES])
+    for path in ("/cidr", "/ip/8.8.8.8/vpn", "/dns/8.8.8.8/reverse", "/ip/8.8.8.8", "/ip"):
+        assert gate.rules.scope_of(path + "\n") == gate.rules.scope_of(path + " "), path
+    async with running_app(limited(settings), client=("8.8.8.8", 1), clock=FakeClock()) as client:
+        for path in ("/ip/8.8.8.8/vpn", "/dns/8.8.8.8/reverse", "/ip/8.8.8.8"):
+            space, newline = [await client.get(path + end) for end in ("%20", "%0A")]
+            assert newline.status_code == space.status_code, path
+            assert ("ratelimit-limit" in newline.headers) == ("ratelimit-limit" in space.headers), path

@@ -125,6 +125,24 @@ async def test_known_cases() -> None:
             assert f'"route":"{route}"' in actual[1]
 
 
+async def test_a_trailing_newline_is_routed_like_a_trailing_space() -> None:
+    """Starlette's patterns end in ``$``, which also matches before a final newline:
+    its router serves ``/cidr\n`` as ``/cidr``. Ours ends them at the end of the path."""
+    _, indexed = _apps()
+    for path in ("/cidr", "/ip/8.8.8.8/vpn", "/dns/8.8.8.8/reverse", "/mcp", "/late/x/y"):
+        space = await _answer(indexed, "GET", path + " ")
+        newline = await _answer(indexed, "GET", path + "\n")
+        assert newline[0] == space[0] == 404, (path, newline, space)
+    # A parameter takes the newline as it takes the space (the handler then refuses it).
+    space, newline = [await _answer(indexed, "GET", "/ip/8.8.8.8" + end) for end in (" ", "\n")]
+    assert space == (200, '{"route":"/ip/{ip}","params":{"ip":"8.8.8.8 "}}')
+    assert newline == (200, '{"route":"/ip/{ip}","params":{"ip":"8.8.8.8\\n"}}')
+    # A mount's {path:path} is ".*", which takes no newline: once served as "/static/a", now a 404.
+    assert (await _answer(indexed, "GET", "/static/a\n"))[0] == 404
+    # Under a root_path, where Starlette's own matching runs, the routes are just as strict.
+    assert (await _answer(indexed, "GET", "/cidr\n", root_path="/api"))[0] == 404
+
+
 async def test_a_route_added_after_the_first_request_is_found() -> None:
     router = SegmentRouter([_named("/a", ["GET"])], redirect_slashes=False)
     app = Starlette()

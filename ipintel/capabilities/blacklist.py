@@ -1,4 +1,4 @@
-"""Blacklist check (SPEC 3.5): DNSBL zones plus one reputation database, never
+"""Blacklist check (docs/API.md#blacklist): DNSBL zones plus one reputation database, never
 reporting an unverified answer as ``clear``.
 
 A DNSBL answers through the DNS, and the DNS between us and the list lies in
@@ -135,8 +135,9 @@ _TEST_LISTED = ipaddress.IPv4Address("127.0.0.2")
 
 _SPAMHAUS_SUFFIX = ".spamhaus.org"
 _DQS_SUFFIX = ".dq.spamhaus.net"
-_DQS_KEY = re.compile(r"^[a-z0-9]{1,63}$")
-_ZONE_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9])?$")
+# Used with fullmatch: "$" also matches before a final newline, so "bl\n" would pass as a label.
+_DQS_KEY = re.compile(r"[a-z0-9]{1,63}")
+_ZONE_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -167,14 +168,14 @@ def build_zones(zones: Iterable[str], dqs_key: str | None = None) -> tuple[Zone,
     Raises :class:`ZoneConfigError` for a zone name that is not a DNS name or
     is too long to be queried, and for a DQS key that is not one DNS label."""
     key = dqs_key.strip().lower() if dqs_key else None
-    if key is not None and not _DQS_KEY.match(key):
+    if key is not None and not _DQS_KEY.fullmatch(key):
         raise ZoneConfigError("IPINTEL_SPAMHAUS_DQS_KEY must be letters and digits (one DNS label)")
     built: list[Zone] = []
     seen: set[str] = set()
     for raw in zones:
         name = raw.strip().lower().rstrip(".")
         labels = name.split(".")
-        if len(labels) < 2 or not all(_ZONE_LABEL.match(label) for label in labels):
+        if len(labels) < 2 or not all(_ZONE_LABEL.fullmatch(label) for label in labels):
             raise ZoneConfigError(f"IPINTEL_DNSBL_ZONES: {raw!r} is not a DNS zone name")
         is_spamhaus = name.endswith(_SPAMHAUS_SUFFIX) or name.endswith(_DQS_SUFFIX)
         codes = RETURN_CODES.get(name)
@@ -448,7 +449,7 @@ class SelfTests:
 def public_ipv4(text: str) -> ipaddress.IPv4Address:
     """The address a client asked about, if it can be checked: DNSBLs are queried
     by reversed IPv4 octets (IPv6 lists are few and differently keyed), and
-    non-global addresses are in no list (SPEC 2: 400 / 422)."""
+    non-global addresses are in no list (400 / 422, docs/API.md#errors)."""
     address = addresses.parse_ip(text)
     if not isinstance(address, ipaddress.IPv4Address):
         raise ApiError("ipv6_not_supported", f"{address} is an IPv6 address; blacklists are checked for IPv4 only")
@@ -530,7 +531,7 @@ async def check(
 
 
 def overall_status(sources: Sequence[SourceResult]) -> str:
-    """SPEC 3.5: ``listed`` when any source lists; ``clear`` only when all answered clear."""
+    """``listed`` when any source lists; ``clear`` only when all answered clear (docs/API.md#blacklist)."""
     if any(source.status == "listed" for source in sources):
         return "listed"
     if sources and all(source.status == "clear" for source in sources):
@@ -539,7 +540,7 @@ def overall_status(sources: Sequence[SourceResult]) -> str:
 
 
 def is_definitive(result: Mapping[str, Any]) -> bool:
-    """SPEC 4: a blacklist record may be cached only when no source was unavailable."""
+    """A blacklist record may be cached only when no source was unavailable (docs/API.md#caching)."""
     return all(source.get("status") != "unavailable" for source in result.get("sources", ()))
 
 

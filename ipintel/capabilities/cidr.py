@@ -1,4 +1,4 @@
-"""CIDR arithmetic (SPEC 3.6) for IPv4 and IPv6, with the /31 and /32 rules."""
+"""CIDR arithmetic (docs/API.md#cidr) for IPv4 and IPv6, with the /31 and /32 rules."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from ipintel.errors import ApiError
 
-_RANGE = re.compile(r"^([0-9A-Fa-f:.]{2,45})/([0-9]{1,3})$")
+_RANGE = re.compile(r"([0-9A-Fa-f:.]{2,45})/([0-9]{1,3})")  # fullmatch: "$" would let "10.0.0.0/8\n" pass
 
 
 def parse_range(text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]:
@@ -34,7 +34,7 @@ _MAX_RANGE_TEXT = 64  # longer text cannot be a range; it is refused without bei
 def _parse_range(text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]:
     if not isinstance(text, str) or not text:
         raise ApiError("invalid_range", "range is required, e.g. 192.168.1.0/24 or 2001:db8::/48")
-    match = _RANGE.match(text)
+    match = _RANGE.fullmatch(text)
     if match is None:
         shown = text if len(text) <= 60 else text[:56] + "…"
         raise ApiError("invalid_range", f"{shown!r} is not a range of the form <address>/<prefix length>")
@@ -60,7 +60,7 @@ _pack_u32 = struct.Struct(">I").pack
 
 
 def calculate(text: str) -> dict[str, Any]:
-    """The SPEC 3.6 record; plain integer arithmetic on the parsed range (this
+    """The CIDR record (docs/API.md#cidr); plain integer arithmetic on the parsed range (this
     route is not cached, so it is kept cheap)."""
     ip, prefix_length = parse_range(text)
     bits = ip.max_prefixlen

@@ -12,7 +12,7 @@ Two TXT lookups through the shared resolver (https://www.team-cymru.com/ip-asn-m
   organisation is the part after the handle, without the country suffix
   (``Google LLC``).
 
-Answers are cached 24 h (SPEC 3.1) in bounded TTL caches held by the
+Answers are cached 24 h (docs/API.md#caching) in bounded TTL caches held by the
 source: origins per announced prefix (every address of 8.8.8.0/24 is then
 answered without a query), names per ASN, and "not announced" per address.
 Failures are not cached, and never raised: an ASN is a garnish on the GeoIP
@@ -40,9 +40,9 @@ DAY = 24 * 60 * 60.0
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # ", US" at the end of an AS name: the registry's country, not part of the name.
-_COUNTRY_SUFFIX = re.compile(r",\s*[A-Z]{2}$")
+_COUNTRY_SUFFIX = re.compile(r",\s*[A-Z]{2}\Z")
 # "GOOGLE - Google LLC": the handle, then the organisation.
-_HANDLE_SEPARATOR = re.compile(r"\s+-(?:\s+|$)")
+_HANDLE_SEPARATOR = re.compile(r"\s+-(?:\s+|\Z)")
 
 
 @dataclass(frozen=True)

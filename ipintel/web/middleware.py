@@ -24,7 +24,7 @@ errors_log = logging.getLogger("ipintel.error")
 
 RequestObserver = Callable[[str, str, int, float], None]
 
-_SANE_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
+_SANE_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")  # fullmatch: "$" would let "abc\n" pass
 _INTERNAL = json.dumps(
     {
         "error": {
@@ -43,7 +43,7 @@ _ids = random.Random(secrets.randbits(128))
 def _request_id(scope: Scope) -> str:
     for name, value in scope.get("headers", ()):
         if name == b"x-request-id":
-            if _SANE_ID.match(value):
+            if _SANE_ID.fullmatch(value):
                 return value.decode("ascii")
             break
     return f"{_ids.getrandbits(64):016x}"

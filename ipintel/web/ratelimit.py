@@ -1,4 +1,4 @@
-"""Rate limits (SPEC 5): a token bucket per client and scope, as pure-ASGI middleware.
+"""Rate limits (docs/API.md#rate-limits): a token bucket per client and scope, as pure-ASGI middleware.
 
 Scopes and their default limits per minute: ``general`` 60 (``/ip``,
 ``/ip/...``, ``/cidr``, ``/mcp``), ``dns`` 30 (``/dns/...``), ``registry`` 10
@@ -6,7 +6,7 @@ Scopes and their default limits per minute: ``general`` 60 (``/ip``,
 refills evenly over the minute, so a client may burst up to the limit and then
 continues at ``limit`` requests per minute.
 
-The client is the address of SPEC 6.3 (:func:`ipintel.web.client.client_address`):
+The client is the caller's address (docs/API.md#client-address, :func:`ipintel.web.client.client_address`):
 an IPv4 address, or the /64 of an IPv6 address, because one IPv6 subscriber
 usually holds a whole /64 and could otherwise rotate through 2^64 keys.
 
@@ -32,12 +32,11 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from starlette.datastructures import Headers
-from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ipintel.addresses import IPAddress
 from ipintel.web.client import Network, client_address
-from ipintel.web.routing import first_segment
+from ipintel.web.routing import first_segment, path_pattern
 
 Clock = Callable[[], float]
 
@@ -246,7 +245,7 @@ class RateLimiter:
 # The middleware ----------------------------------------------------------------------
 
 # Paths that are always limited in the general scope even without a matching
-# route yet: the MCP endpoint answers on both spellings (SPEC 8).
+# route yet: the MCP endpoint answers on both spellings, without a redirect (docs/MCP.md).
 MCP_RULES: tuple[tuple[str, str], ...] = (("/mcp", "general"), ("/mcp/", "general"))
 
 
@@ -254,7 +253,7 @@ class _Rules:
     """Which scope a path belongs to, from Starlette route patterns.
 
     Matching the route patterns (rather than prefixes) keeps unknown routes
-    unlimited, as SPEC 5 leaves them. Patterns are grouped by their first
+    unlimited (docs/API.md#rate-limits). Patterns are grouped by their first
     path segment so a request is compared against two or three regexes."""
 
     def __init__(self, rules: Iterable[tuple[str, str | None]]) -> None:
@@ -262,7 +261,7 @@ class _Rules:
         for path, scope in rules:
             if scope is None:
                 continue
-            regex, _, _ = compile_path(path)
+            regex = path_pattern(path)  # as the router matches it: no match before a final newline
             self._by_segment.setdefault(first_segment(path), []).append((regex, scope))
         # Recent paths and their scope (bounded: emptied when full): clients repeat paths.
         self._known: dict[str, str | None] = {}
@@ -290,7 +289,7 @@ class _Rules:
 
 class RateLimitGate:
     """What rate limiting decides for one request, without the ASGI plumbing:
-    resolves the caller's address (SPEC 6.3), stores it in
+    resolves the caller's address (docs/API.md#client-address), stores it in
     ``scope["state"]["client_ip"]``, and spends a token of the route's scope.
 
     :class:`~ipintel.web.middleware.RequestContextMiddleware` calls it inline,
@@ -313,7 +312,7 @@ class RateLimitGate:
         self._peers: dict[str | None, tuple[str | None, str]] = {}
 
     def _caller(self, scope: Scope) -> tuple[str | None, str]:
-        """The caller's canonical address (SPEC 6.3) and its rate-limit key."""
+        """The caller's canonical address (docs/API.md#client-address) and its rate-limit key."""
         client = scope.get("client")
         peer = client[0] if client else None
         if not self.trusted_proxies:
@@ -387,7 +386,7 @@ async def refuse(send: Send, path: str, decision: Decision, extra: list[tuple[by
         f"retry in {decision.retry_after} s"
     )
     if path == "/mcp" or path.startswith("/mcp/"):
-        # SPEC 8: /mcp always answers JSON-RPC; the request was not read, so its id is unknown.
+        # /mcp always answers JSON-RPC (docs/MCP.md); the request was not read, so its id is unknown.
         payload: dict[str, object] = {
             "jsonrpc": "2.0",
             "id": None,

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute, Match, Route, Router
+import re
+
+from starlette.routing import BaseRoute, Match, Route, Router, compile_path
 from starlette.types import Receive, Scope, Send
 
 
 def first_segment(path: str) -> str:
     """``ip`` for ``/ip/8.8.8.8``: how routes are filed here and rate-limit rules in ``ratelimit.py``."""
     return path[1:].partition("/")[0]
+
+
+def strict_pattern(regex: re.Pattern[str]) -> re.Pattern[str]:
+    """A Starlette route pattern ending at the end of the path: ``\\Z``, not ``$``.
+
+    Starlette's patterns end in ``$``, which also matches before a final newline,
+    so its router serves ``/cidr%0A`` as ``/cidr`` and ``/ip/1.1.1.1/vpn%0A`` as
+    ``/ip/1.1.1.1/vpn``, while the same paths ending in a space are 404s."""
+    if regex.pattern.endswith("$"):
+        return re.compile(regex.pattern[:-1] + r"\Z", regex.flags)
+    return regex
+
+
+def path_pattern(path: str) -> re.Pattern[str]:
+    """The pattern :class:`SegmentRouter` matches a route template with (the rate-limit rules use it too)."""
+    return strict_pattern(compile_path(path)[0])
 
 
 class SegmentRouter(Router):
@@ -23,7 +41,8 @@ class SegmentRouter(Router):
     candidate for every request. Candidates keep their original order and are
     matched exactly as :meth:`Router.app` does, so the outcome (the route, a
     405 from a partial match, a 404) is the same as Starlette's; the equality
-    of the two is tested.
+    of the two is tested. One deliberate difference: a route's pattern ends at
+    the end of the path (:func:`strict_pattern`), not before a final newline.
 
     Requests under a ``root_path``, with ``redirect_slashes`` on, and
     non-HTTP scopes take Starlette's own path unchanged."""
@@ -33,14 +52,15 @@ class SegmentRouter(Router):
     _indexed_routes: tuple[BaseRoute, ...] = ()
 
     def _candidates(self, path: str) -> list[BaseRoute]:
-        if self._index is None or len(self._indexed_routes) != len(self.routes):
-            self._build_index()
-        assert self._index is not None
+        assert self._index is not None  # built by app()
         return self._index.get(first_segment(path), self._everywhere)
 
     def _build_index(self) -> None:
         """File the routes by first segment; rebuilt when routes are added after the first request."""
         routes = tuple(self.routes)
+        for route in routes:
+            if isinstance(getattr(route, "path_regex", None), re.Pattern):
+                route.path_regex = strict_pattern(route.path_regex)  # type: ignore[attr-defined]
 
         def segment(route: BaseRoute) -> str | None:
             if type(route) is Route and route.path.startswith("/"):
@@ -55,6 +75,8 @@ class SegmentRouter(Router):
         self._indexed_routes = routes
 
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._index is None or len(self._indexed_routes) != len(self.routes):
+            self._build_index()  # also makes the routes' patterns strict for Starlette's own path below
         if scope["type"] != "http" or self.redirect_slashes or scope.get("root_path"):
             await super().app(scope, receive, send)
             return
