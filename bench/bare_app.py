@@ -17,17 +17,17 @@ from starlette.routing import Route
 
 from ipintel.__main__ import hypercorn_config
 
-# With BARE_SPEC_HEADERS=1 the handler also sends the five headers SPEC 2 and 5
-# put on every ipintel answer (X-Request-Id and the RateLimit-* set), so the
+# With BARE_API_HEADERS=1 the handler also sends the five headers ipintel puts on
+# every rate-limited answer (X-Request-Id and the RateLimit-* set, docs/API.md), so the
 # report can show what those headers alone cost in hypercorn and h11.
-SPEC_HEADERS = {
+API_HEADERS = {
     "x-request-id": "0123456789abcdef",
     "ratelimit-limit": "60",
     "ratelimit-remaining": "59",
     "ratelimit-reset": "1",
     "ratelimit-policy": "60;w=60",
 }
-HEADERS = SPEC_HEADERS if os.environ.get("BARE_SPEC_HEADERS") == "1" else None
+HEADERS = API_HEADERS if os.environ.get("BARE_API_HEADERS") == "1" else None
 
 
 async def handler(request: Request) -> JSONResponse:

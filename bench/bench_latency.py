@@ -34,7 +34,8 @@ def tool_call(name: str, arguments: dict[str, str]) -> bytes:
     return json.dumps(body).encode()
 
 
-# (method, label whose first word is the path, body, cached): /cidr is never cached (SPEC 4), it is cheaper.
+# (method, label whose first word is the path, body, cached): /cidr is never cached (docs/API.md#caching),
+# it is cheaper.
 ROUTES: list[tuple[str, str, bytes | None, bool]] = [
     ("GET", "/ip/8.8.8.8", None, True),
     ("GET", "/ip/8.8.8.8/vpn", None, True),

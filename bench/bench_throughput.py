@@ -32,7 +32,7 @@ TARGET = 0.8
 def main() -> list[dict[str, object]]:
     with (
         bare_server(pin=True) as bare,
-        bare_server(spec_headers=True, pin=True) as bare_headers,
+        bare_server(api_headers=True, pin=True) as bare_headers,
         ipintel_server(pin=True) as ours_ip,
         ipintel_server(pin=True) as ours_cidr,
     ):
@@ -56,7 +56,7 @@ def main() -> list[dict[str, object]]:
             None,
         ),
         row(
-            "bare handler + the 5 SPEC headers (reference)",
+            "bare handler + the 5 API headers (reference)",
             f"{median_rps(runs['bare+headers']):,.0f} req/s; "
             f"{headers_ratio:.2f}x ({headers_low:.2f}-{headers_high:.2f})",
             "-",

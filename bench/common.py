@@ -112,8 +112,8 @@ def ipintel_server(env: dict[str, str] | None = None, *, pin: bool = False) -> c
     return server([sys.executable, "-m", "ipintel"], base, pin=pin)
 
 
-def bare_server(spec_headers: bool = False, *, pin: bool = False) -> contextlib.AbstractContextManager[int]:
-    env = {"BARE_SPEC_HEADERS": "1"} if spec_headers else None
+def bare_server(api_headers: bool = False, *, pin: bool = False) -> contextlib.AbstractContextManager[int]:
+    env = {"BARE_API_HEADERS": "1"} if api_headers else None
     return server([sys.executable, str(ROOT / "bench" / "bare_app.py")], env, pin=pin)
 
 

@@ -6,6 +6,12 @@ SDK recommends for a horizontally scaled tools-only server, served by
 hypercorn with exactly ipintel's settings. The tool runs ipintel's own CIDR
 function, so the two servers differ only in the MCP layer around it.
 
+The same app answers every revision ``bench_mcp`` measures: a request whose
+``MCP-Protocol-Version`` names a handshake-era revision (2025-11-25 and
+older) takes the SDK's legacy stateless path, one naming 2026-07-28 its
+single-exchange path (``mcp/server/_streamable_http_modern.py``), stateless
+by construction and answering JSON here because of ``json_response=True``.
+
 Run: ``IPINTEL_PORT=8123 python bench/sdk_mcp_app.py`` (needs the ``bench`` extra).
 """
 
@@ -52,6 +58,8 @@ def calculate_cidr(range: str) -> CidrResult:  # "range", the argument name of i
 
 
 app = server.streamable_http_app(stateless_http=True, json_response=True)
+# The settings the comparison rests on (ours: no sessions, JSON answers); bench_mcp checks the answers too.
+assert server.session_manager.stateless and server.session_manager.json_response
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)

@@ -1,4 +1,4 @@
-"""The error model of SPEC 2: one exception type, one table of codes.
+"""The error model (docs/API.md#errors): one exception type, one table of codes.
 
 Capabilities raise :class:`ApiError` with a code from :data:`STATUS_BY_CODE`;
 the REST adapter turns it into ``{"error": {code, message}}`` with the mapped
@@ -32,7 +32,7 @@ STATUS_BY_CODE: dict[str, int] = {
 
 
 class ApiError(Exception):
-    """A failure a client can be told about: a SPEC 2 code and a readable message."""
+    """A failure a client can be told about: an error code (docs/API.md#errors) and a readable message."""
 
     def __init__(self, code: str, message: str, *, headers: dict[str, str] | None = None) -> None:
         if code not in STATUS_BY_CODE:  # a typo here would otherwise surface as a 500

@@ -1,4 +1,4 @@
-"""Prometheus metrics (SPEC 6.2): what ``GET /metrics`` exposes.
+"""Prometheus metrics (docs/API.md#operations): what ``GET /metrics`` exposes.
 
 One :class:`Metrics` per app, with its own ``CollectorRegistry`` rather than
 prometheus-client's global one, so that a process (a test run) can create

@@ -61,7 +61,7 @@ class Intel:
         self.feeds = feeds or FeedManager(
             http, settings.data_dir / "feeds", overrides=settings.feed_urls, timeout=6 * settings.upstream_timeout
         )
-        # The signal sources of /ip/{ip}/vpn (SPEC 3.2), strongest first.
+        # The signal sources of /ip/{ip}/vpn (docs/API.md#vpn-detection), strongest first.
         self.vpn_sources: list[vpn.SignalSource] = [
             vpn.AnonymousIpSource(databases.anonymous),
             vpn.ConnectionTypeSource(databases.connection),
@@ -70,7 +70,7 @@ class Intel:
             vpn.PtrKeywordSource(self.resolver, timeout=min(settings.dns_timeout, 1.0)),
         ]
         # DNSBL zones (Spamhaus through DQS when keyed), their RFC 5782 self-tests in the background,
-        # and the reputation database: the sources of /blacklist (SPEC 3.5).
+        # and the reputation database: the sources of /blacklist (docs/API.md#blacklist).
         self.dnsbl_zones = blacklist.build_zones(settings.dnsbl_zones, settings.spamhaus_dqs_key)
         self.dnsbl_tests = blacklist.SelfTests(self.dnsbl_zones, resolver=self.resolver, timeout=settings.dns_timeout)
         self.reputation = reputation.ReputationClient(
@@ -80,7 +80,7 @@ class Intel:
             abuseipdb_key=settings.abuseipdb_key,
             max_timeout=settings.upstream_timeout,
         )
-        # One cache per endpoint family (SPEC 4), shared by REST and MCP; /metrics reads cache.stats(caches).
+        # One cache per endpoint family (docs/API.md#caching), shared by REST and MCP; /metrics reads them.
         self.caches = caches if caches is not None else cache.new_caches(settings.cache_max_entries)
         self._geo_generation = 0
 
@@ -96,7 +96,7 @@ class Intel:
         # One statistics object for every upstream client (HTTP and DNS): /metrics reads it.
         stats = UpstreamStats()
         resolver = Resolver(settings.dns_servers, settings.dns_timeout, stats=stats)
-        # SPEC 3.1: an ASN .mmdb when configured, otherwise Team Cymru's DNS interface.
+        # An ASN .mmdb when configured, otherwise Team Cymru's DNS interface (docs/API.md#geoip).
         asn_source: AsnSource = (
             MmdbAsnSource(databases.asn) if databases.asn else CymruAsnSource(resolver, settings.cymru_zone)
         )
@@ -153,14 +153,14 @@ class Intel:
     # Capabilities ------------------------------------------------------------
 
     async def lookup_ip(self, ip: str) -> dict[str, Any]:
-        """GeoIP record (SPEC 3.1) of a public address given as text."""
+        """GeoIP record (docs/API.md#geoip) of a public address given as text."""
         address = addresses.parse_public_ip(ip)
         return await self._geoip(address, ttl=cache.GEOIP_TTL)
 
     async def lookup_own_ip(self, ip: str) -> dict[str, Any]:
         """GeoIP record of the caller's own address (``/ip``, ``lookup_ip`` without ``ip``).
 
-        SPEC 4 gives ``/ip`` no cache: it reads an entry ``/ip/:ip`` left and
+        ``/ip`` is not cached (docs/API.md#caching): it reads an entry ``/ip/:ip`` left and
         joins a load under way, but never stores one, because callers' own
         addresses are many and each is asked about rarely; storing them would
         evict the entries that ``/ip/:ip`` callers reuse. A miss costs one
@@ -185,7 +185,7 @@ class Intel:
         return await self.caches["geoip"].get_or_load(self._geo_key("ip", address), load, ttl=lifetime)
 
     def _geo_key(self, namespace: str, address: addresses.IPAddress) -> tuple[str, int, int, int]:
-        """Key in the GeoIP cache (``ip`` records and ``vpn`` verdicts share it, SPEC 4).
+        """Key in the GeoIP cache (``ip`` records and ``vpn`` verdicts share it, docs/API.md#caching).
 
         The address is the canonical one (an IPv4-mapped address is its IPv4
         address), keyed by version and value: the same entry as its text form,
@@ -200,7 +200,7 @@ class Intel:
         return (namespace, address.version, int(address), generation)
 
     async def whois_ip(self, ip: str) -> dict[str, Any]:
-        """Registry record (SPEC 3.3) of a public address, from its registry's RDAP service."""
+        """Registry record (docs/API.md#registry-rdap) of a public address, from its registry's RDAP service."""
         address = addresses.parse_public_ip(ip)
         return await self.caches["whois"].get_or_load(
             str(address),
@@ -210,7 +210,7 @@ class Intel:
         )
 
     async def lookup_dns(self, domain: str, type: str | None = "A") -> dict[str, Any]:
-        """DNS records (SPEC 3.4) of a domain given as text; ``type`` in any case, default A."""
+        """DNS records (docs/API.md#dns) of a domain given as text; ``type`` in any case, default A."""
         name = addresses.parse_domain(domain)
         rdtype = dns.parse_record_type(type)
         return await self.caches["dns"].get_or_load(
@@ -221,7 +221,7 @@ class Intel:
         )
 
     async def reverse_dns(self, ip: str) -> dict[str, Any]:
-        """PTR records (SPEC 3.4) of any address given as text (no reserved-range check)."""
+        """PTR records (docs/API.md#dns) of any address given as text (no reserved-range check)."""
         address = addresses.parse_ip(ip)
         return await self.caches["dns"].get_or_load(
             ("ptr", str(address)),
@@ -231,9 +231,9 @@ class Intel:
         )
 
     async def check_blacklist(self, ip: str) -> dict[str, Any]:
-        """Blacklist record (SPEC 3.5) of a public IPv4 address given as text.
+        """Blacklist record (docs/API.md#blacklist) of a public IPv4 address given as text.
 
-        Cached 1 h only when definitive (no source ``unavailable``, SPEC 4;
+        Cached 1 h only when definitive (no source ``unavailable``, docs/API.md#caching;
         the rule of ``blacklist.is_definitive``)."""
         address = blacklist.public_ipv4(ip)
         return await self.caches["blacklist"].get_or_load(
@@ -252,7 +252,7 @@ class Intel:
         )
 
     async def detect_vpn(self, ip: str) -> dict[str, Any]:
-        """VPN/proxy/Tor/hosting/mobile verdict (SPEC 3.2) of a public address, with its reasons."""
+        """VPN/proxy/Tor/hosting/mobile verdict (docs/API.md#vpn-detection) of a public address."""
         address = addresses.parse_public_ip(ip)
         return await self.caches["geoip"].get_or_load(
             self._geo_key("vpn", address),
@@ -261,10 +261,10 @@ class Intel:
         )
 
     def _vpn_ttl(self, verdict: dict[str, Any]) -> float:
-        """24 h (SPEC 4), but only 5 minutes while a feed is missing or stale (just
+        """24 h (docs/API.md#caching), but only 5 minutes while a feed is missing or stale (just
         after a first start, say): a verdict made without them should not outlive them."""
         return cache.GEOIP_TTL if self.feeds.complete() else cache.INCOMPLETE_TTL
 
     async def calculate_cidr(self, range_: str) -> dict[str, Any]:
-        """CIDR arithmetic (SPEC 3.6); never cached, it is cheaper than a cache lookup."""
+        """CIDR arithmetic (docs/API.md#cidr); never cached, it is cheaper than a cache lookup."""
         return cidr.calculate(range_)

@@ -1,4 +1,4 @@
-"""``GET /blacklist/{ip}`` through the ASGI app (SPEC 3.5, 2, 6.1).
+"""``GET /blacklist/{ip}`` through the ASGI app (docs/API.md#blacklist, #errors; docs/CONFIGURATION.md).
 
 The app runs with its lifespan (so the RFC 5782 self-tests start as in
 production), its DNS pointed at the test DNS server and its reputation

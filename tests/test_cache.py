@@ -1,4 +1,4 @@
-"""The TTL caches and single flight (SPEC 4), with a fake clock: no test sleeps.
+"""The TTL caches and single flight (docs/API.md#caching), with a fake clock: no test sleeps.
 
 Loaders here are small counting coroutines standing in for the far side of a
 network call; the cache under test is the real one.
@@ -295,7 +295,7 @@ def test_loads_match_a_model_of_expiry(steps: list[tuple[int, float]]) -> None:
     asyncio.run(run())
 
 
-# Lifetime policies of SPEC 4 ---------------------------------------------------------
+# Lifetime policies of docs/API.md#caching ---------------------------------------------
 
 
 def _record(ttl: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Cache lifetimes per endpoint (SPEC 4) and single flight, through the app,
+"""Cache lifetimes per endpoint (docs/API.md#caching) and single flight, through the app,
 against real local upstreams: an RDAP server, a DNS server, a reputation API.
 
 Lifetimes run on a :class:`FakeClock`; upstream calls are counted where they

@@ -1,4 +1,4 @@
-"""The caller's address (SPEC 6.3): the socket peer, unless a trusted proxy names the client.
+"""The caller's address (docs/API.md#client-address): the socket peer, unless a trusted proxy names the client.
 
 Forwarding headers are written by whoever sends the request; only the part
 a trusted proxy appended can be believed. These tests pin that rule on the

@@ -1,6 +1,6 @@
 """The fake internet's faults, each seen through the service: the app (ASGI, its
 lifespan run) is pointed at :class:`FakeInternet` through its settings only, a
-fault is switched on, and every route answers what SPEC 2 and 3 say for it.
+fault is switched on, and every route answers what docs/API.md (#errors, #resources) says for it.
 
 This is also the proof that each knob really breaks what it claims to break,
 which ``make soak`` and the fuzzing rely on."""
@@ -92,7 +92,7 @@ async def test_healthy_internet_answers_every_route(net: FakeInternet, base: Set
 async def test_dns_faults(net: FakeInternet, base: Settings, fault: str) -> None:
     """Silence is a timeout (504), a wrong answer an upstream error (502); the blacklist
     check still answers with its DNSBL sources unavailable, and /ip without Cymru data
-    answers with null ASN fields (SPEC 3.1, 3.4, 3.5)."""
+    answers with null ASN fields (docs/API.md#geoip, #dns, #blacklist)."""
     net.apply(fault)
     expected = {"dns_down": (504, "upstream_timeout"), "dns_garbage": (502, "upstream_error")}[fault]
     async with running_app(net.settings(base.replace(feeds_enabled=False))) as http:
@@ -151,7 +151,8 @@ async def test_reputation_faults(net: FakeInternet, base: Settings, fault: str) 
 
 @pytest.mark.parametrize("fault", ["feeds_down", "feeds_garbage"])
 async def test_feed_faults_lower_the_confidence(net: FakeInternet, base: Settings, fault: str) -> None:
-    """Feeds that fail at start-up leave the VPN verdict to the other sources, with low confidence (SPEC 3.2)."""
+    """Feeds that fail at start-up leave the VPN verdict to the other sources, with low confidence
+    (docs/API.md#vpn-detection)."""
     net.apply(fault)
     async with running_app(net.settings(base)) as http:
         health = await wait_for_feeds(http, "missing")

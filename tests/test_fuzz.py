@@ -10,7 +10,7 @@ still be running afterwards). Four runs:
   mostly not a valid address: 400 is then the documented answer);
 - invalid requests (schema-violating: a missing ``range``, a wrong body type);
   they must be refused with a 4xx, except on /mcp, where JSON-RPC errors travel
-  with HTTP 200 (SPEC 8);
+  with HTTP 200 (docs/MCP.md);
 - valid requests while the upstreams fail (DNS silent, registries slow, garbage
   everywhere): 502 and 504 are then documented answers, 500 never is;
 - valid requests against a server with tiny rate limits: the 429s and their
@@ -173,7 +173,7 @@ def fuzz(
         # answers); every other check applies.
         skip = [positive_data_acceptance, *excluded]
         if mode is GenerationMode.NEGATIVE and operation.label == "POST /mcp":
-            skip.append(negative_data_rejection)  # SPEC 8: JSON-RPC errors travel with HTTP 200
+            skip.append(negative_data_rejection)  # JSON-RPC errors travel with HTTP 200 (docs/MCP.md)
 
         random_cases = operation.as_strategy(generation_mode=mode)
         if mode is GenerationMode.NEGATIVE or strategy == "random":

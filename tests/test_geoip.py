@@ -1,4 +1,4 @@
-"""GeoIP (SPEC 3.1) through the ASGI app, on .mmdb fixtures written by the tests."""
+"""GeoIP (docs/API.md#geoip) through the ASGI app, on .mmdb fixtures written by the tests."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ async def test_own_address_uses_the_socket_peer(settings: Settings) -> None:
 async def test_own_address_reserved_when_called_from_loopback(settings: Settings) -> None:
     async with running_app(settings, client=("127.0.0.1", 5555)) as client:
         response = await client.get("/ip", headers={"X-Forwarded-For": "8.8.8.8"})
-    # No trusted proxies configured: the forwarding header is ignored (SPEC 6.3).
+    # No trusted proxies configured: the forwarding header is ignored (docs/API.md#client-address).
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "reserved_address"
 

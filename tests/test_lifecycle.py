@@ -1,4 +1,4 @@
-"""Process lifecycle (SPEC 6.2): SIGTERM drains, SIGHUP and a replaced file reload the databases.
+"""Process lifecycle (docs/API.md#operations): SIGTERM drains, SIGHUP and a replaced file reload the databases.
 
 The signal tests run the real server (``python -m ipintel`` on hypercorn):
 signals are a property of the process, not of the ASGI app.

@@ -178,7 +178,12 @@ async def test_deeply_nested_json_is_an_error_not_a_crash(settings: Settings, de
     async with running_app(settings) as client:
         bare = await post(client, nested)
         inside = await post(client, message)
-    assert bare.status_code == 200 and answers_of(bare)["error"]["code"] in (-32700, -32600)
+    assert bare.status_code == 200
+    # Past the parser's depth the body is -32700; within it (orjson parses 950 levels) it is a batch
+    # whose one entry is not a message: -32600. Either way an error, never a crash.
+    bare_answer = answers_of(bare)
+    for entry in bare_answer if isinstance(bare_answer, list) else [bare_answer]:
+        assert entry["error"]["code"] in (-32700, -32600)
     assert inside.status_code == 200
     answer = answers_of(inside)
     if "error" in answer:

@@ -1,11 +1,16 @@
-"""Interoperability: the official MCP Python SDK client (``mcp`` 2.x) against the real server process.
+"""Interoperability: the official MCP Python SDK client (``mcp`` 2.x) and the MCP Inspector CLI against the
+real server process.
 
-The SDK's ``Client`` speaks Streamable HTTP. Its default mode (``"auto"``)
-first probes ``server/discover`` (the 2026 stateless era) and falls back to
-the ``initialize`` handshake when the server answers -32601, as ours does;
-``mode="legacy"`` goes straight to the handshake. Both must initialize, list
-the tools and call every listed one. Upstreams are local: a DNS server, an
-RDAP registry and a reputation API on 127.0.0.1.
+The SDK's ``Client(url, mode=...)`` speaks Streamable HTTP in three modes: ``"legacy"`` (the ``initialize``
+handshake), ``"auto"`` (probe ``server/discover`` at 2026-07-28, fall back to ``initialize`` when the server
+does not answer it with a modern version) and a pinned revision (``mode="2026-07-28"``: no probe, every
+request carries the revision's ``_meta`` keys and ``MCP-Protocol-Version``/``Mcp-Method``/``Mcp-Name``
+headers). Each mode lists the tools and calls every one with good and bad arguments. The HTTP exchanges
+are recorded, so that a 2026-07-28 connection can be checked on the wire (``resultType``, the
+``serverInfo`` stamp, ``ttlMs``/``cacheScope``), which the SDK's models do not tell apart from defaults.
+The Inspector CLI runs in its ``legacy`` and ``modern`` (pinned 2026-07-28) protocol eras.
+
+Fixtures and the calls are shared with tests/test_mcp_typescript.py (tests/support/mcp_interop.py).
 """
 
 from __future__ import annotations
@@ -13,156 +18,214 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import pytest_asyncio
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 
-from ipintel.api.mcp_tools import TOOLS_BY_NAME
-from ipintel.service import Intel
-from tests.support.app import server_process
-from tests.support.dns_server import DnsServer
+from tests.support.mcp_interop import (
+    ALL_VERSIONS,
+    BAD_CALLS,
+    CALLS,
+    INSPECTOR,
+    LEGACY_VERSION,
+    MODERN_VERSION,
+    error_code,
+    live_tools,
+    mcp_server,  # noqa: F401  (a fixture)
+    require_node_packages,
+)
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK is a dev dependency: pip install -e '.[dev]'")
 from mcp import Client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-ORDER = ["lookup_ip", "whois_ip", "lookup_dns", "check_blacklist", "detect_vpn", "calculate_cidr"]
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-# One call per tool that succeeds against the local upstreams below.
-CALLS: dict[str, list[dict[str, Any]]] = {
-    "lookup_ip": [{"ip": "8.8.8.8"}],
-    "whois_ip": [{"ip": "3.3.3.3"}],
-    "lookup_dns": [{"domain": "example.com"}, {"domain": "example.com", "type": "MX"}, {"ip": "8.8.8.8"}],
-    "check_blacklist": [{"ip": "45.33.32.156"}],
-    "detect_vpn": [{"ip": "8.8.8.8"}],
-    "calculate_cidr": [{"range": "192.168.1.77/24"}, {"range": "2001:db8::/48"}],
-}
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 
-RDAP_NETWORK = {
-    "rdapConformance": ["rdap_level_0"],
-    "objectClassName": "ip network",
-    "handle": "NET-3-0-0-0-1",
-    "startAddress": "3.0.0.0",
-    "endAddress": "3.127.255.255",
-    "ipVersion": "v4",
-    "name": "AT-88-Z",
-    "events": [{"eventAction": "registration", "eventDate": "2019-06-07T10:51:44-04:00"}],
+CIDR_10_8 = {
+    "network": "10.0.0.0",
+    "broadcast": "10.255.255.255",
+    "subnetMask": "255.0.0.0",
+    "wildcardMask": "0.255.255.255",
+    "prefixLength": 8,
+    "totalHosts": 16777216,
+    "usableHosts": 16777214,
+    "firstHost": "10.0.0.1",
+    "lastHost": "10.255.255.254",
 }
 
 
-def live(name: str) -> bool:
-    tool = TOOLS_BY_NAME[name]
-    return all(callable(getattr(Intel, m, None)) for m in tool.requires) and tool.schema_files_present()
+class Wire:
+    """The HTTP exchanges of one SDK client: what it sent (headers, JSON body) and what came back."""
+
+    def __init__(self) -> None:
+        self.exchanges: list[dict[str, Any]] = []
+
+    async def on_response(self, response: Any) -> None:
+        request = response.request
+        entry: dict[str, Any] = {
+            "http": f"{request.method} {response.status_code}",
+            "headers": {k: v for k, v in request.headers.items() if k.lower().startswith("mcp-")},
+        }
+        with contextlib.suppress(ValueError):
+            entry["sent"] = json.loads(request.content) if request.content else None
+        if response.headers.get("content-type", "").startswith("application/json"):
+            await response.aread()
+            entry["received"] = json.loads(response.content)
+        self.exchanges.append(entry)
+
+    def answers(self, method: str) -> list[dict[str, Any]]:
+        """The JSON-RPC answers (``result`` or ``error`` objects) to requests of ``method``."""
+        return [
+            e["received"]
+            for e in self.exchanges
+            if isinstance(e.get("sent"), dict) and e["sent"].get("method") == method and "received" in e
+        ]
+
+    def __str__(self) -> str:
+        return "\n".join(json.dumps(e)[:1500] for e in self.exchanges)
 
 
 @contextlib.asynccontextmanager
-async def local_world(dns: DnsServer) -> AsyncIterator[dict[str, str]]:
-    """Local upstreams for every live tool; yields the server's environment variables for them."""
-    dns.add("example.com", "A", "93.184.215.14")
-    dns.add("example.com", "MX", "10 mail.example.com")
-    dns.add_ptr("8.8.8.8", "dns.google")
-    env = {"IPINTEL_DNS_SERVERS": dns.env, "IPINTEL_DNS_TIMEOUT": "0.5"}
-    async with contextlib.AsyncExitStack() as stack:
-        if live("whois_ip"):
-            from tests.support.rdap_server import Reply, rdap_server
-
-            rdap = await stack.enter_async_context(rdap_server({"arin": ["3.0.0.0/8"]}))
-            rdap.set(rdap.ip_path("arin", "3.3.3.3"), Reply.json(RDAP_NETWORK))
-            env["IPINTEL_RDAP_BOOTSTRAP_URL"] = rdap.bootstrap_url
-        if live("check_blacklist"):
-            from tests.support.dnsbl import healthy_list
-            from tests.support.reputation_server import ReputationServer
-
-            healthy_list(dns, "one.test", listed={"45.33.32.156": "127.0.0.2"})
-            api = await stack.enter_async_context(ReputationServer())
-            env["IPINTEL_DNSBL_ZONES"] = "one.test"
-            env["IPINTEL_REPUTATION_URL"] = api.url("/api")
-        yield env
+async def sdk_client(url: str, mode: str) -> AsyncIterator[tuple[Client, Wire]]:
+    """``Client(url, mode=mode)``, with the SDK's default HTTP client plus a recorder of the exchanges."""
+    wire = Wire()
+    async with create_mcp_http_client() as http:
+        http.event_hooks = {"request": [], "response": [wire.on_response]}
+        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+            yield client, wire
 
 
-# One server process for the module (starting one takes seconds), on the module's event loop so that
-# the local upstreams it talks to keep running between tests.
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+def check_modern_wire(wire: Wire) -> None:
+    """2026-07-28 results on the wire: ``resultType: "complete"``, the ``serverInfo`` stamp in ``_meta``;
+    ``tools/list`` carries ``ttlMs`` and ``cacheScope``. The SDK's models default the missing fields."""
+    problems = []
+    for entry in wire.exchanges:
+        sent, received = entry.get("sent"), entry.get("received")
+        if not isinstance(sent, dict) or "id" not in sent or not isinstance(received, dict):
+            continue
+        if "result" not in received:
+            continue
+        result = received["result"]
+        method = sent.get("method")
+        if result.get("resultType") != "complete":
+            problems.append(f"{method}: resultType is {result.get('resultType')!r}, not 'complete'")
+        if SERVER_INFO_KEY not in (result.get("_meta") or {}):
+            problems.append(f"{method}: no _meta[{SERVER_INFO_KEY!r}]")
+        if method == "tools/list" and not ("ttlMs" in result and "cacheScope" in result):
+            problems.append(f"tools/list: no ttlMs/cacheScope (keys: {sorted(result)})")
+    assert not problems, (
+        "2026-07-28 results are not what the revision requires:\n" + "\n".join(problems) + (f"\n\nexchanges:\n{wire}")
+    )
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def mcp_server(city_db: Path, asn_db: Path) -> AsyncIterator[tuple[str, httpx.Client]]:
-    """The real server (``python -m ipintel``): its /mcp URL and an httpx client for it."""
-    with DnsServer() as dns:
-        async with local_world(dns) as upstreams:
-            env = {
-                "IPINTEL_GEOIP_CITY_DB": str(city_db),
-                "IPINTEL_GEOIP_ASN_DB": str(asn_db),
-                "IPINTEL_RATE_LIMITS": "off",
-                "IPINTEL_FEEDS": "off",
-                **upstreams,
-            }
-            with contextlib.ExitStack() as stack:
-                # Started in a thread: the local upstreams run on this event loop and must keep serving.
-                http, _proc = await asyncio.to_thread(stack.enter_context, server_process(env))
-                yield str(http.base_url).rstrip("/") + "/mcp", http
-                await asyncio.to_thread(stack.close)
+async def list_and_call_everything(client: Client) -> None:
+    """List the tools; call each with its good and bad arguments; an unknown tool is -32602."""
+    listing = await client.list_tools()
+    tools = {tool.name: tool for tool in listing.tools}
+    assert list(tools) == live_tools()
+
+    for name, tool in tools.items():
+        assert tool.title, name
+        assert tool.output_schema is not None and tool.annotations is not None, name
+        assert tool.annotations.read_only_hint is True, name
+        validator = Draft202012Validator(tool.output_schema, format_checker=FormatChecker())
+        for arguments in CALLS[name]:
+            result = await client.call_tool(name, arguments)
+            assert result.is_error is False, (name, arguments, result.content)
+            assert result.structured_content is not None, (name, arguments)
+            validator.validate(result.structured_content)
+            assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
+        for arguments, code in BAD_CALLS[name]:
+            result = await client.call_tool(name, arguments)
+            assert result.is_error is True, (name, arguments, result)
+            assert result.structured_content is None, (name, arguments, result.structured_content)
+            assert error_code(result.content[0].text) == code, (name, arguments, result.content)  # type: ignore[union-attr]
+
+    cidr = await client.call_tool("calculate_cidr", {"range": "10.0.0.0/8"})
+    assert cidr.structured_content == CIDR_10_8
+
+    with pytest.raises(MCPError) as unknown:
+        await client.call_tool("no_such_tool", {})
+    assert unknown.value.code == -32602
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_sdk_client_initializes_lists_and_calls_every_tool(
-    mcp_server: tuple[str, httpx.Client], mode: str
+async def test_sdk_legacy_client_initializes_lists_and_calls_every_tool(
+    mcp_server: tuple[str, httpx.Client],  # noqa: F811
 ) -> None:
     url, _http = mcp_server
-    async with Client(url, mode=mode) as client:
-        # initialize (auto: after server/discover was answered -32601)
+    async with sdk_client(url, "legacy") as (client, wire):
         assert client.session.initialize_result is not None
-        assert client.protocol_version == "2025-11-25"
+        assert client.protocol_version == LEGACY_VERSION
         assert client.server_info is not None and client.server_info.name == "ipintel"
         assert client.server_capabilities.tools is not None
         assert client.instructions and "calculate_cidr" in client.instructions
         assert await client.session.send_ping() is not None
-
-        listing = await client.list_tools()
-        tools = {tool.name: tool for tool in listing.tools}
-        assert [tool.name for tool in listing.tools] == [name for name in ORDER if live(name)]
-
-        called = []
-        for name, tool in tools.items():
-            assert tool.output_schema is not None and tool.annotations is not None
-            assert tool.annotations.read_only_hint is True
-            for arguments in CALLS[name]:
-                result = await client.call_tool(name, arguments)
-                assert result.is_error is False, (name, arguments, result.content)
-                assert result.structured_content is not None
-                Draft202012Validator(tool.output_schema).validate(result.structured_content)
-                assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
-                called.append(name)
-        assert set(called) == set(tools)
-
-        cidr = await client.call_tool("calculate_cidr", {"range": "10.0.0.0/8"})
-        assert cidr.structured_content == {
-            "network": "10.0.0.0",
-            "broadcast": "10.255.255.255",
-            "subnetMask": "255.0.0.0",
-            "wildcardMask": "0.255.255.255",
-            "prefixLength": 8,
-            "totalHosts": 16777216,
-            "usableHosts": 16777214,
-            "firstHost": "10.0.0.1",
-            "lastHost": "10.255.255.254",
-        }
-
-        refused = await client.call_tool("lookup_ip", {"ip": "10.0.0.1"})
-        assert refused.is_error is True
-        assert json.loads(refused.content[0].text)["error"]["code"] == "reserved_address"  # type: ignore[union-attr]
-
-        with pytest.raises(MCPError) as unknown:
-            await client.call_tool("no_such_tool", {})
-        assert unknown.value.code == -32602
+        await list_and_call_everything(client)
+    assert not wire.answers("server/discover"), "legacy mode does not probe"
 
 
-async def test_transport_rules_on_the_real_server(mcp_server: tuple[str, httpx.Client]) -> None:
+async def test_sdk_auto_client_lists_and_calls_every_tool(mcp_server: tuple[str, httpx.Client]) -> None:  # noqa: F811
+    """Whichever era ``auto`` settles on, everything works in it (the era itself: the next test)."""
+    url, _http = mcp_server
+    async with sdk_client(url, "auto") as (client, wire):
+        assert client.protocol_version in (MODERN_VERSION, LEGACY_VERSION)
+        assert client.server_info is not None and client.server_info.name == "ipintel"
+        assert client.server_capabilities.tools is not None
+        assert client.instructions and "calculate_cidr" in client.instructions
+        modern = client.session.discover_result is not None
+        await list_and_call_everything(client)
+    if modern:
+        check_modern_wire(wire)
+
+
+async def test_sdk_auto_client_ends_on_2026_07_28(mcp_server: tuple[str, httpx.Client]) -> None:  # noqa: F811
+    """``auto`` probes ``server/discover``; a server speaking the revision answers it, listing 2026-07-28
+    and the four handshake versions, and the client adopts 2026-07-28 (no ``initialize``). Fails, rather
+    than skips, while the server answers ``server/discover`` with -32601."""
+    url, _http = mcp_server
+    async with sdk_client(url, "auto") as (client, wire):
+        negotiated = client.protocol_version
+        discover = client.session.discover_result
+        assert negotiated == MODERN_VERSION, (
+            f"the auto client ended on {negotiated}, not {MODERN_VERSION}: the server answered its "
+            f"server/discover probe with {wire.answers('server/discover')}"
+        )
+        assert discover is not None and client.session.initialize_result is None
+        assert sorted(discover.supported_versions) == sorted(ALL_VERSIONS), discover.supported_versions
+        assert discover.capabilities.tools is not None
+        assert client.server_info is not None and client.server_info.name == "ipintel", (
+            "the discover result carries no _meta serverInfo stamp"
+        )
+        assert not wire.answers("initialize")
+        await client.list_tools()
+    check_modern_wire(wire)
+
+
+async def test_sdk_client_pinned_to_2026_07_28_lists_and_calls_every_tool(
+    mcp_server: tuple[str, httpx.Client],  # noqa: F811
+) -> None:
+    """``mode="2026-07-28"``: no probe and no handshake; every request is stamped with the revision and
+    every answer must be a 2026-07-28 result. Fails, rather than skips, until the server speaks it."""
+    url, _http = mcp_server
+    async with sdk_client(url, MODERN_VERSION) as (client, wire):
+        assert client.protocol_version == MODERN_VERSION
+        await list_and_call_everything(client)
+    sent = [e for e in wire.exchanges if isinstance(e.get("sent"), dict) and "id" in e["sent"]]
+    assert sent and all(e["headers"].get("mcp-protocol-version") == MODERN_VERSION for e in sent)
+    check_modern_wire(wire)
+
+
+async def test_transport_rules_on_the_real_server(mcp_server: tuple[str, httpx.Client]) -> None:  # noqa: F811
     """What only a real HTTP server shows: a refused body leaves the connection usable, /mcp/ answers
     without a redirect, an SSE-only client gets one event, and no session id is issued."""
     ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
@@ -192,40 +255,77 @@ async def test_transport_rules_on_the_real_server(mcp_server: tuple[str, httpx.C
         assert "mcp-session-id" not in response.headers
 
 
-# The MCP Inspector's CLI (SPEC 8), installed by `make test` from the npm registry into the venv when npm
-# is available. Pinned: its command line changed between major versions.
-INSPECTOR = Path(__file__).resolve().parents[1] / ".venv" / "inspector" / "node_modules" / ".bin" / "mcp-inspector"
+# The MCP Inspector's CLI (SPEC 8), installed by `make test` from the npm registry into .venv/node.
+# `--protocol-era legacy` is the initialize handshake; `modern` pins 2026-07-28 (server/discover must
+# offer it, no fallback). Pinned: its command line changed between major versions.
 
 
-def _inspector(url: str, *args: str) -> dict[str, Any]:
-    import subprocess
-
+def _inspector(home: Path, url: str, era: str, *args: str) -> tuple[int, Any, str]:
+    """One CLI run: its exit status, the JSON it printed on stdout (``--format json``), its stderr."""
     done = subprocess.run(
-        [str(INSPECTOR), "--cli", url, "--transport", "http", *args],
+        [str(INSPECTOR), "--cli", url, "--transport", "http", "--protocol-era", era, "--format", "json", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=90,
+        env={**os.environ, "HOME": str(home)},  # its catalog and client config go to a scratch home
     )
-    # The CLI prints the JSON-RPC result first (and a summary line after it for isError results).
-    decoder = json.JSONDecoder()
-    result, _ = decoder.raw_decode(done.stdout.lstrip())
-    return result  # type: ignore[no-any-return]
+    try:
+        printed, _ = json.JSONDecoder().raw_decode(done.stdout.lstrip())
+    except ValueError:
+        printed = None
+    return done.returncode, printed, done.stderr
 
 
-@pytest.mark.skipif(
-    not INSPECTOR.exists(), reason="the MCP Inspector CLI is not installed (make test installs it with npm)"
-)
-async def test_mcp_inspector_cli_lists_and_calls_every_tool(mcp_server: tuple[str, httpx.Client]) -> None:
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_mcp_inspector_cli_lists_and_calls_every_tool(
+    mcp_server: tuple[str, httpx.Client],  # noqa: F811
+    era: str,
+    tmp_path: Path,
+) -> None:
+    require_node_packages()
     url, _http = mcp_server
-    listing = await asyncio.to_thread(_inspector, url, "--method", "tools/list")
-    tools = {tool["name"]: tool for tool in listing["tools"]}
-    assert list(tools) == [name for name in ORDER if live(name)]
-    for name, tool in tools.items():
-        for arguments in CALLS[name]:
-            flags = [f"{key}={value}" for key, value in arguments.items()]
-            result = await asyncio.to_thread(
-                _inspector, url, "--method", "tools/call", "--tool-name", name, "--tool-arg", *flags
+    # --strict: exit 6 on error-severity schema portability problems (warnings are only counted).
+    status, listing, stderr = await asyncio.to_thread(
+        _inspector, tmp_path, url, era, "--strict", "--method", "tools/list"
+    )
+    assert status == 0 and listing is not None and "result" in listing, (
+        f"inspector --protocol-era {era} tools/list: exit {status}, stdout {listing}, stderr {stderr[-3000:]}"
+    )
+    tools = {tool["name"]: tool for tool in listing["result"]["tools"]}
+    assert list(tools) == live_tools()
+
+    runs: list[tuple[str, dict[str, Any], str | None]] = [
+        (name, arguments, None) for name in tools for arguments in CALLS[name]
+    ] + [(name, arguments, code) for name in tools for arguments, code in BAD_CALLS[name]]
+    limit = asyncio.Semaphore(3)
+
+    async def call(name: str, arguments: dict[str, Any]) -> tuple[int, Any, str]:
+        async with limit:
+            return await asyncio.to_thread(
+                _inspector,
+                tmp_path,
+                url,
+                era,
+                "--method",
+                "tools/call",
+                "--tool-name",
+                name,
+                "--tool-args-json",
+                json.dumps(arguments),
             )
-            assert result.get("isError") in (None, False), (name, arguments, result)
-            Draft202012Validator(tool["outputSchema"]).validate(result["structuredContent"])
-            assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+
+    outcomes = await asyncio.gather(*(call(name, arguments) for name, arguments, _code in runs))
+    for (name, arguments, code), (status, printed, stderr) in zip(runs, outcomes, strict=True):
+        where = f"inspector --protocol-era {era} {name} {arguments}: exit {status}, {printed}, {stderr[-2000:]}"
+        assert printed is not None and "result" in printed, where
+        result = printed["result"]
+        if code is None:
+            assert status == 0 and result.get("isError") in (None, False), where
+            Draft202012Validator(tools[name]["outputSchema"], format_checker=FormatChecker()).validate(
+                result["structuredContent"]
+            )
+            assert json.loads(result["content"][0]["text"]) == result["structuredContent"], where
+        else:
+            assert status == 5 and result["isError"] is True, where  # 5: the tool returned isError
+            assert "structuredContent" not in result, where
+            assert error_code(result["content"][0]["text"]) == code, where

@@ -14,9 +14,13 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from ipintel.api.mcp_tools import TOOLS, TOOLS_BY_NAME
+from ipintel.api.mcp_protocol import _plainly_valid_request
+from ipintel.api.mcp_tools import TOOLS, TOOLS_BY_NAME, plain_object_check
 from ipintel.schema_files import load_schema
 from ipintel.settings import Settings
 from tests.support.app import running_app
@@ -353,3 +357,41 @@ async def test_a_batch_cannot_bypass_the_tool_scope(settings: Settings) -> None:
         answers = (await post(client, batch)).json()
     codes = [error_of(a["result"])["code"] for a in answers]
     assert codes.count("invalid_ip") == 3 and codes.count("rate_limited") == 7
+
+
+# The quick checks agree with the schemas ---------------------------------------------------------------------
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda tool: tool.name)
+@examples(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_quick_argument_check_never_passes_what_the_schema_refuses(tool: Any, data: st.DataObject) -> None:
+    schema = load_schema(tool.input_schema_name)
+    check = plain_object_check(schema)
+    assert check is not None, "every input schema is plain enough for the quick check"
+    names = st.sampled_from([*schema["properties"], "other"])
+    values = st.one_of(
+        _JSON_VALUES, st.sampled_from(["A", "mx", "MX", "8.8.8.8", ""]), st.text(alphabet="AMXNSTC", max_size=5)
+    )
+    arguments = data.draw(st.dictionaries(names, values, max_size=4))
+    valid = Draft202012Validator(schema).is_valid(arguments)
+    assert check(arguments) == valid, arguments
+
+
+@examples(max_examples=500, deadline=None)
+@given(
+    message=st.dictionaries(
+        st.sampled_from(["jsonrpc", "id", "method", "params", "extra"]),
+        st.one_of(_JSON_VALUES, st.just("2.0"), st.text(min_size=250, max_size=260), st.just(1.0)),
+        max_size=5,
+    )
+)
+def test_the_quick_envelope_check_never_passes_what_the_schema_refuses(message: dict[str, Any]) -> None:
+    if _plainly_valid_request(message):
+        assert Draft202012Validator(load_schema("mcp/request")).is_valid(message), message

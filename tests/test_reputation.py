@@ -1,4 +1,4 @@
-"""Reputation sources of the blacklist check (SPEC 3.5): StopForumSpam and AbuseIPDB,
+"""Reputation sources of the blacklist check (docs/API.md#blacklist): StopForumSpam and AbuseIPDB,
 asked over the service's HttpClient of a local aiohttp server that answers like them."""
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ async def test_verdicts_for_each_kind_of_address(world: Settings) -> None:
         proxy = await vpn(http, "73.1.2.3")
         assert (proxy["isProxy"], proxy["isVpn"], proxy["isTor"]) == (True, True, False)
 
-        # IPv4-mapped IPv6 is the IPv4 address (SPEC 1).
+        # IPv4-mapped IPv6 is the IPv4 address (docs/API.md#addresses-and-domain-names).
         assert (await vpn(http, f"::ffff:{f.TOR_EXIT}"))["ip"] == f.TOR_EXIT
 
 

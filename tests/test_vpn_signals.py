@@ -1,4 +1,4 @@
-"""Signal sources and the verdict rule (SPEC 3.2), each source against its real data shape."""
+"""Signal sources and the verdict rule (docs/API.md#vpn-detection), each source against its real data shape."""
 
 from __future__ import annotations
 

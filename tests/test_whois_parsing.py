@@ -79,7 +79,7 @@ def test_ripe_v6_prefers_the_org_even_when_a_maintainer_comes_later() -> None:
 
 def test_ripe_flat_model_without_vcards_has_no_registrant() -> None:
     """Old RIPE answers name the org only by handle and put descr in untitled
-    remarks; SPEC 3.3 reads only remarks titled "description", so nothing is guessed."""
+    remarks; only remarks titled "description" are read (docs/API.md#registry-rdap), so nothing is guessed."""
     record = parse("ripe_legacy", "91.198.174.2", "RIPE NCC")
     assert record["registrant"] is None
     assert record["name"] == "EXAMPLE-LEGACY"

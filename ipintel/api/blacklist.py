@@ -1,4 +1,4 @@
-"""REST adapter for the blacklist check: ``GET /blacklist/{ip}`` (SPEC 3.5)."""
+"""REST adapter for the blacklist check: ``GET /blacklist/{ip}`` (docs/API.md#blacklist)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""REST adapter for CIDR arithmetic: ``GET /cidr?range=`` (SPEC 3.6)."""
+"""REST adapter for CIDR arithmetic: ``GET /cidr?range=`` (docs/API.md#cidr)."""
 
 from __future__ import annotations
 

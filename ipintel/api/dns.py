@@ -1,4 +1,4 @@
-"""REST adapter for DNS: ``GET /dns/{domain}?type=`` and ``GET /dns/{ip}/reverse`` (SPEC 3.4)."""
+"""REST adapter for DNS: ``GET /dns/{domain}?type=`` and ``GET /dns/{ip}/reverse`` (docs/API.md#dns)."""
 
 from __future__ import annotations
 

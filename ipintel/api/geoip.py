@@ -1,4 +1,4 @@
-"""REST adapter for GeoIP: ``GET /ip`` and ``GET /ip/{ip}`` (SPEC 3.1)."""
+"""REST adapter for GeoIP: ``GET /ip`` and ``GET /ip/{ip}`` (docs/API.md#geoip)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ipintel.web.client import client_address
 
 
 async def own_address(request: Request, intel: Intel) -> dict[str, Any]:
-    # The rate-limit middleware resolved the caller (SPEC 6.3) and keyed its
+    # The rate-limit middleware resolved the caller (docs/API.md#client-address) and keyed its
     # bucket by it; use that same address. Without the middleware, resolve it here.
     state = request.scope.get("state", {})
     if "client_ip" in state:

@@ -25,6 +25,7 @@ import re
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -131,7 +132,21 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _parse(body: bytes) -> Any:
+    """The body as JSON: orjson for the usual UTF-8 document, the json module for everything orjson
+    refuses, so that its answer (an integer past 64 bits, a lone surrogate escape, UTF-16, or the exact
+    error of a broken document) is the same as ever. NaN and Infinity are refused by both."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body, parse_constant=_reject_constant)
+
+
 def _encode(answer: Any) -> bytes:
+    try:
+        return orjson.dumps(answer)
+    except TypeError:  # orjson.JSONEncodeError: an integer past 64 bits, or a lone surrogate
+        pass
     text = json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
     try:
         return text.encode("utf-8")
@@ -235,7 +250,7 @@ class McpEndpoint:
         sse = _sse_only(request.headers.get("accept", ""))
         headers = RoutingHeaders(request.scope["headers"])
         try:
-            payload = json.loads(body, parse_constant=_reject_constant)
+            payload = _parse(body)
         except RecursionError:
             failure = error(None, PARSE_ERROR, "the JSON is nested too deeply")
             return self._reply(failure, sse, cors, _status(failure, is_modern(None, headers.version)))

@@ -325,11 +325,15 @@ class ToolSet:
     listing: list[dict[str, Any]] = field(init=False)
     by_name: dict[str, Tool] = field(init=False)
     _validators: dict[str, Draft202012Validator] = field(init=False)
+    _plain_checks: dict[str, Callable[[dict[str, Any]], bool]] = field(init=False)
     _inputs: dict[str, dict[str, Any]] = field(init=False)
 
     def __post_init__(self) -> None:
         self._inputs = {tool.name: input_schema(tool) for tool in self.tools}
         self._validators = {name: Draft202012Validator(schema) for name, schema in self._inputs.items()}
+        self._plain_checks = {
+            name: check for name, schema in self._inputs.items() if (check := plain_object_check(schema)) is not None
+        }
         self.listing = [self._describe(tool) for tool in self.tools]
         self.by_name = {tool.name: tool for tool in self.tools}
 
@@ -354,7 +358,8 @@ class ToolSet:
         if tool.prepare is not None:
             arguments = tool.prepare(arguments)
         validator = self._validators[tool.name]
-        if not validator.is_valid(arguments):
+        plain = self._plain_checks.get(tool.name)
+        if not (plain is not None and plain(arguments)) and not validator.is_valid(arguments):
             error = min(validator.iter_errors(arguments), key=_error_rank)
             raise _argument_error(tool, error, self._inputs[tool.name])
         return arguments
@@ -364,6 +369,46 @@ class ToolSet:
         arguments = self.check_arguments(tool, arguments)
         context.spend(tool.scope)
         return await tool.run(intel, arguments, context)
+
+
+# Keywords that only describe: they never make an instance invalid.
+_ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "examples", "default"})
+
+
+def plain_object_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
+    """A quick yes for the common input schema: an object of known string members, some required, some
+    from an enum, nothing else allowed. ``None`` when the schema uses anything more (then the validator
+    alone decides). The check only says "valid"; a ``False`` sends the arguments to the validator, which
+    stays the one judge and writes the message. It spares a tools/call the validator's walk."""
+    properties = schema.get("properties", {})
+    if (
+        schema.keys() - _ANNOTATIONS > {"type", "properties", "required", "additionalProperties"}
+        or schema.get("type") != "object"
+        or schema.get("additionalProperties") is not False
+    ):
+        return None
+    choices: dict[str, frozenset[str] | None] = {}
+    for name, member in properties.items():
+        if member.keys() - _ANNOTATIONS > {"type", "enum"} or member.get("type") != "string":
+            return None
+        enum = member.get("enum")
+        if enum is not None and not all(isinstance(v, str) for v in enum):
+            return None
+        choices[name] = frozenset(enum) if enum is not None else None
+    required = frozenset(schema.get("required", ()))
+
+    def check(arguments: dict[str, Any]) -> bool:
+        if not required <= arguments.keys():
+            return False
+        for name, value in arguments.items():
+            if name not in choices or type(value) is not str:
+                return False
+            allowed = choices[name]
+            if allowed is not None and value not in allowed:
+                return False
+        return True
+
+    return check
 
 
 def _error_rank(error: ValidationError) -> tuple[int, int]:

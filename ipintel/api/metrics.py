@@ -1,4 +1,4 @@
-"""``GET /metrics``: the app's Prometheus registry in the text format (SPEC 6.2).
+"""``GET /metrics``: the app's Prometheus registry in the text format (docs/API.md#operations).
 
 Not rate limited (no rule names it) and never cached (``Cache-Control:
 no-store``): a scraper must see the numbers of this moment. A scraper that

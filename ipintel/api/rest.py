@@ -35,8 +35,8 @@ class Endpoint:
     operation_id: str
     summary: str
     schema: str  # file in schemas/ describing the `data` object, without ".json"
-    errors: tuple[str, ...]  # SPEC 2 codes this route can answer besides the common ones
-    scope: str | None  # rate-limit scope (SPEC 5), None when not limited
+    errors: tuple[str, ...]  # error codes (docs/API.md#errors) this route can answer besides the common ones
+    scope: str | None  # rate-limit scope (docs/API.md#rate-limits), None when not limited
     description: str = ""
     parameters: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     tags: tuple[str, ...] = ()

@@ -1,4 +1,4 @@
-"""REST adapter for VPN detection: ``GET /ip/{ip}/vpn`` (SPEC 3.2)."""
+"""REST adapter for VPN detection: ``GET /ip/{ip}/vpn`` (docs/API.md#vpn-detection)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""REST adapter for registry records: ``GET /whois/{ip}`` (SPEC 3.3)."""
+"""REST adapter for registry records: ``GET /whois/{ip}`` (docs/API.md#registry-rdap)."""
 
 from __future__ import annotations
 

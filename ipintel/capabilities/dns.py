@@ -1,8 +1,8 @@
-"""DNS lookups (SPEC 3.4): records of a name, and the PTR records of an address.
+"""DNS lookups (docs/API.md#dns): records of a name, and the PTR records of an address.
 
 The capability receives the shared :class:`~ipintel.infra.resolver.Resolver`
 and canonical input (an A-label domain, a parsed address); it turns the
-resolver's outcomes into the answers and errors of SPEC 3.4:
+resolver's outcomes into the answers and errors of docs/API.md#dns:
 
 ====================  =========================================  ==========================
 resolver outcome      ``/dns/:domain``                           ``/dns/:ip/reverse``
@@ -16,7 +16,7 @@ no answer in time     504 ``upstream_timeout``                   504 ``upstream_
 
 (1) An address without a PTR record usually has no name at all under
 ``in-addr.arpa``/``ip6.arpa``, so its NXDOMAIN means "no PTR", not "no such
-address": SPEC 3.4 answers that with an empty list, and so do we.
+address", and the route answers it with an empty list.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ipintel.addresses import IPAddress
 from ipintel.errors import ApiError, UpstreamError, UpstreamTimeout
 from ipintel.infra.resolver import DnsRecord, NxDomain, QueryTimeout, Resolver, ResolverError, ServerFailure
 
-# The record types /dns answers (SPEC 2, invalid_record_type).
+# The record types /dns answers; any other is invalid_record_type (docs/API.md#errors).
 RECORD_TYPES: tuple[str, ...] = ("A", "AAAA", "MX", "TXT", "NS", "CNAME")
 DEFAULT_TYPE = "A"
 

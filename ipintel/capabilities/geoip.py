@@ -1,4 +1,4 @@
-"""GeoIP (SPEC 3.1): where an address is, and which network announces it.
+"""GeoIP (docs/API.md#geoip): where an address is, and which network announces it.
 
 City data comes from a City ``.mmdb``; the time zone from the record or,
 when the database has none (DB-IP Lite), from the coordinates; ASN fields

@@ -1,4 +1,4 @@
-"""IP reputation databases over HTTP: the non-DNS source of a blacklist check (SPEC 3.5).
+"""IP reputation databases over HTTP: the non-DNS source of a blacklist check (docs/API.md#blacklist).
 
 Each function asks one database about one address over the shared
 :class:`~ipintel.infra.upstream.HttpClient` and returns a
@@ -48,7 +48,7 @@ _MAX_ERROR_TEXT = 160
 
 @dataclass(frozen=True)
 class SourceResult:
-    """One source's verdict in a blacklist check: ``sources[]`` of SPEC 3.5."""
+    """One source's verdict in a blacklist check: an entry of ``sources`` (docs/API.md#blacklist)."""
 
     name: str
     status: Status

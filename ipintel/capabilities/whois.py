@@ -1,4 +1,4 @@
-"""Registry records over RDAP (RFC 9082/9083): ``GET /whois/:ip`` (SPEC 3.3).
+"""Registry records over RDAP (RFC 9082/9083): ``GET /whois/:ip`` (docs/API.md#registry-rdap).
 
 :func:`lookup` asks the IANA bootstrap which RDAP service is responsible for
 the address, queries ``<base>ip/<address>``, follows the registries'
@@ -107,7 +107,7 @@ def _next_hop(current: str, response: HttpResponse, seen: Sequence[str]) -> str:
 
 
 def _network_document(response: HttpResponse, url: str) -> dict[str, Any]:
-    """Map an RDAP server's final answer to the document or to a SPEC 2 error."""
+    """Map an RDAP server's final answer to the document or to an error (docs/API.md#errors)."""
     server = f"the RDAP server {_host(url)}"
     if response.status == 404:
         raise ApiError("registration_not_found", f"{server} has no registration for this address")
@@ -149,7 +149,7 @@ def rir_of_host(host: object) -> str | None:
 
 
 def registry_of(answer: RdapAnswer) -> str | None:
-    """The RIR that answered last (SPEC 3.3).
+    """The RIR that answered last (docs/API.md#registry-rdap).
 
     1. The host of the server that gave the final answer, when it is an RIR's.
     2. Otherwise that answer's ``port43`` whois server (a mirror or proxy of an
@@ -176,7 +176,7 @@ def registry_of(answer: RdapAnswer) -> str | None:
 
 
 def parse_network(address: IPAddress, document: dict[str, Any], *, registry: str | None) -> dict[str, Any]:
-    """Our record (SPEC 3.3) from an RDAP ``ip network`` object; unknown fields are ``None``."""
+    """Our record (docs/API.md#registry-rdap) from an RDAP ``ip network`` object; unknown fields are ``None``."""
     return {
         "ip": str(address),
         "name": _text(document.get("name")),  # LACNIC sends none
@@ -302,7 +302,7 @@ def parse_events(events: object) -> list[dict[str, str]]:
 
 
 def normalise_date(value: object) -> str | None:
-    """ISO 8601 with an explicit offset (SPEC 3.3).
+    """ISO 8601 with an explicit offset (docs/API.md#registry-rdap).
 
     The registry's own offset is kept (ARIN answers in US Eastern time:
     ``2011-11-01T15:59:58-04:00`` stays so); ``Z`` becomes ``+00:00``; a

@@ -1,4 +1,4 @@
-"""In-process TTL caches with per-entry lifetimes and single flight (SPEC 4).
+"""In-process TTL caches with per-entry lifetimes and single flight (docs/API.md#caching).
 
 One :class:`Cache` per endpoint family (``geoip``, ``whois``, ``blacklist``,
 ``dns``), all created by :func:`new_caches` and owned by
@@ -35,7 +35,7 @@ Clock = Callable[[], float]
 Lifetime = float | Callable[[Any], float | None] | None
 ErrorLifetime = Callable[[ApiError], float | None] | None
 
-# Lifetimes of SPEC 4 (Variant B), in seconds.
+# Lifetimes of docs/API.md#caching, in seconds.
 MINUTE = 60.0
 HOUR = 60 * MINUTE
 DAY = 24 * HOUR
@@ -218,7 +218,7 @@ def stats(caches: Mapping[str, Cache]) -> dict[str, dict[str, int]]:
 
 def negative_error_ttl(error: ApiError) -> float | None:
     """NXDOMAIN (``domain_not_found``) and RDAP 404 (``registration_not_found``)
-    are cached 5 minutes; every other error not at all (SPEC 4)."""
+    are cached 5 minutes; every other error not at all (docs/API.md#caching)."""
     return NEGATIVE_TTL if error.code in NEGATIVE_ERRORS else None
 
 

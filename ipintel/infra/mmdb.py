@@ -2,7 +2,7 @@
 
 A reload opens the new file first and swaps the reader only when that
 succeeded, so requests in flight keep the old reader and a broken file on
-disk never takes the service down (SPEC 6.2).
+disk never takes the service down (docs/API.md#operations).
 """
 
 from __future__ import annotations

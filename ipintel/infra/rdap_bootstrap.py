@@ -3,7 +3,7 @@
 IANA publishes ``ipv4.json`` and ``ipv6.json``; each lists prefixes and the
 base URLs of the RDAP service responsible for them. The files change a few
 times a year, so they are fetched when first needed, kept in memory and
-refreshed once a day - never per request (SPEC 3.3):
+refreshed once a day - never per request (docs/API.md#registry-rdap):
 
 - concurrent first uses share one fetch (single flight), so a burst of
   lookups after start does not hit IANA once per request;

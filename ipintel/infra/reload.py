@@ -1,4 +1,4 @@
-"""Reloading the ``.mmdb`` files while the service runs (SPEC 6.2).
+"""Reloading the ``.mmdb`` files while the service runs (docs/API.md#operations).
 
 Two triggers, one mechanism (:meth:`MmdbFile.load`, which opens the new file
 first and swaps the reader only when that worked, so a request in flight keeps

@@ -2,7 +2,7 @@
 
 One pooled :class:`aiohttp.ClientSession` per process, created when the app
 starts and closed when it stops, so connections to the registries are kept
-alive and reused (SPEC 3.3). Every call has a total timeout and a body size
+alive and reused (docs/API.md#registry-rdap). Every call has a total timeout and a body size
 cap; every failure becomes :class:`UpstreamTimeout` or :class:`UpstreamError`,
 never a raw aiohttp exception, so callers only handle our own error model.
 Redirects are not followed here: callers that follow them (RDAP) need to see

@@ -1,4 +1,4 @@
-"""The caller's address (SPEC 6.3): the socket peer, or what a trusted proxy says.
+"""The caller's address (docs/API.md#client-address): the socket peer, or what a trusted proxy says.
 
 Forwarding headers are believed only when the socket peer is one of
 ``IPINTEL_TRUSTED_PROXIES``; then the right-most address that is not itself a

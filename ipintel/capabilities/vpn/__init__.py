@@ -1,4 +1,4 @@
-"""VPN, proxy, Tor, hosting and mobile detection with explained verdicts (SPEC 3.2).
+"""VPN, proxy, Tor, hosting and mobile detection with explained verdicts (docs/API.md#vpn-detection).
 
     sources (one module each)          signals                 verdict
     ─────────────────────────          ───────                 ───────

@@ -1,4 +1,4 @@
-"""From signals to an answer (SPEC 3.2): each flag on its own evidence, one confidence for ``isVpn``.
+"""From signals to an answer (docs/API.md#vpn-detection): each flag on its own evidence, one confidence for ``isVpn``.
 
 - ``isTor``: a Tor-exit signal. ``isProxy``: Tor exit, public or residential
   proxy. ``isVpn``: the combined anonymisation verdict - a VPN-specific
