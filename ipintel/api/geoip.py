@@ -9,19 +9,13 @@ from starlette.requests import Request
 from ipintel.api.rest import Endpoint, path_param
 from ipintel.errors import ApiError
 from ipintel.service import Intel
-from ipintel.web.client import client_address
+from ipintel.web.client import caller_of
 
 
 async def own_address(request: Request, intel: Intel) -> dict[str, Any]:
-    # The rate-limit middleware resolved the caller (docs/API.md#client-address) and keyed its
-    # bucket by it; use that same address. Without the middleware, resolve it here.
-    state = request.scope.get("state", {})
-    if "client_ip" in state:
-        ip = state["client_ip"]
-    else:
-        peer = request.client.host if request.client else None
-        resolved = client_address(peer, request.headers, intel.settings.trusted_proxies)
-        ip = str(resolved) if resolved is not None else None
+    # The request middleware resolved the caller once (docs/API.md#client-address) and keyed its
+    # rate-limit bucket by it: the same address is looked up.
+    ip = caller_of(request.scope).ip
     if ip is None:
         raise ApiError("invalid_ip", "the caller's address is unknown")
     return await intel.lookup_own_ip(ip)

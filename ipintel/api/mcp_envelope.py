@@ -48,6 +48,7 @@ VERSION_HEADER = "mcp-protocol-version"
 METHOD_HEADER = "mcp-method"
 NAME_HEADER = "mcp-name"
 _ROUTING_HEADERS = (VERSION_HEADER, METHOD_HEADER, NAME_HEADER)
+_RAW_NAMES = {name.encode("ascii"): name for name in _ROUTING_HEADERS}
 
 # The param a method's ``Mcp-Name`` header mirrors. Only tools/call reaches us, but a client
 # that sends prompts/get or resources/read still has its header checked before the -32601.
@@ -127,9 +128,9 @@ class RoutingHeaders:
 
     def __init__(self, raw_headers: list[tuple[bytes, bytes]]) -> None:
         self.values: dict[str, list[str]] = {name: [] for name in _ROUTING_HEADERS}
-        for key, value in raw_headers:
-            name = key.decode("latin-1").lower()
-            if name in self.values:
+        for key, value in raw_headers:  # ASGI header names are lower case
+            name = _RAW_NAMES.get(key)
+            if name is not None:
                 self.values[name].append(value.decode("latin-1"))
 
     @property

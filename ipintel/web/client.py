@@ -10,11 +10,33 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ipintel.addresses import IPAddress
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent a request, worked out once (by the request middleware, before routing) and passed on in
+    ``scope["state"]["caller"]``: every route, tool and log line that needs the caller reads this.
+
+    ``ip`` is the canonical address (``None`` without a socket peer, e.g. a
+    Unix socket); ``key`` is its rate-limit bucket (the IPv4 address, or the
+    IPv6 /64)."""
+
+    ip: str | None
+    key: str
+
+
+def caller_of(scope: Mapping[str, Any]) -> Caller:
+    """The request's :class:`Caller`; the request middleware sets it before any route runs."""
+    caller: Caller = scope["state"]["caller"]
+    return caller
+
 
 _FORWARDED_FOR = re.compile(r'for\s*=\s*("?)(\[[^\]]*\]|[^;,"\s]*)\1', re.IGNORECASE)
 

@@ -126,7 +126,7 @@ class RequestContextMiddleware:
                         route,
                         status,
                         seconds,
-                        state.get("client_ip") or (client[0] if client else None),
+                        caller.ip if (caller := state.get("caller")) is not None else (client[0] if client else None),
                     )
 
 

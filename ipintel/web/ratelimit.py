@@ -35,7 +35,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ipintel.addresses import IPAddress
-from ipintel.web.client import Network, client_address
+from ipintel.web.client import Caller, Network, client_address
 from ipintel.web.routing import first_segment, path_pattern
 
 Clock = Callable[[], float]
@@ -290,7 +290,7 @@ class _Rules:
 class RateLimitGate:
     """What rate limiting decides for one request, without the ASGI plumbing:
     resolves the caller's address (docs/API.md#client-address), stores it in
-    ``scope["state"]["client_ip"]``, and spends a token of the route's scope.
+    ``scope["state"]["caller"]`` (:class:`~ipintel.web.client.Caller`), and spends a token of the route's scope.
 
     :class:`~ipintel.web.middleware.RequestContextMiddleware` calls it inline,
     so that a request passes through one middleware and one ``send`` wrapper,
@@ -309,9 +309,9 @@ class RateLimitGate:
         self.trusted_proxies = tuple(trusted_proxies)
         # Without trusted proxies the caller is a function of the socket peer
         # alone: remember the parsed answer for recent peers (bounded: emptied when full).
-        self._peers: dict[str | None, tuple[str | None, str]] = {}
+        self._peers: dict[str | None, Caller] = {}
 
-    def _caller(self, scope: Scope) -> tuple[str | None, str]:
+    def _caller(self, scope: Scope) -> Caller:
         """The caller's canonical address (docs/API.md#client-address) and its rate-limit key."""
         client = scope.get("client")
         peer = client[0] if client else None
@@ -320,7 +320,7 @@ class RateLimitGate:
             if known is not None:
                 return known
         ip = client_address(peer, Headers(scope=scope), self.trusted_proxies)
-        caller = (str(ip) if ip is not None else None, client_key(ip))
+        caller = Caller(str(ip) if ip is not None else None, client_key(ip))
         if not self.trusted_proxies:
             if len(self._peers) >= _PEER_MEMO:
                 self._peers.clear()
@@ -329,8 +329,8 @@ class RateLimitGate:
 
     def admit(self, scope: Scope) -> Decision | None:
         """Spend the request's token: the decision, or ``None`` when the request is not limited."""
-        ip, key = self._caller(scope)
-        scope.setdefault("state", {})["client_ip"] = ip
+        caller = self._caller(scope)
+        scope.setdefault("state", {})["caller"] = caller
         limiter = self.limiter
         if limiter is None or scope["method"] == "OPTIONS":
             # CORS preflights are free: a browser sends one before real requests.
@@ -338,7 +338,7 @@ class RateLimitGate:
         route_scope = self.rules.scope_of(scope["path"])
         if route_scope is None:
             return None
-        return limiter.take(key, route_scope)
+        return limiter.take(caller.key, route_scope)
 
 
 class RateLimitMiddleware:
