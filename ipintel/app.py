@@ -25,19 +25,19 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ipintel.api import blacklist as blacklist_api
-from ipintel.api import cidr as cidr_api
-from ipintel.api import dns as dns_api
-from ipintel.api import geoip as geoip_api
-from ipintel.api import mcp as mcp_api
-from ipintel.api import metrics as metrics_api
-from ipintel.api import ops
-from ipintel.api import vpn as vpn_api
-from ipintel.api import whois as whois_api
-from ipintel.api.rest import Endpoint
+from ipintel.api.mcp import transport as mcp_api
+from ipintel.api.rest import blacklist as blacklist_api
+from ipintel.api.rest import cidr as cidr_api
+from ipintel.api.rest import dns as dns_api
+from ipintel.api.rest import geoip as geoip_api
+from ipintel.api.rest import metrics as metrics_api
+from ipintel.api.rest import ops
+from ipintel.api.rest import vpn as vpn_api
+from ipintel.api.rest import whois as whois_api
+from ipintel.api.rest.endpoint import Endpoint
+from ipintel.api.rest.openapi import build_document
 from ipintel.infra.reload import DatabaseWatcher
 from ipintel.metrics import Metrics
-from ipintel.openapi import build_document
 from ipintel.schema_files import embeddable_schema
 from ipintel.service import Intel
 from ipintel.settings import Settings

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from ipintel.addresses import IPAddress
-from ipintel.api.mcp import _DRAIN_BYTES, OriginPolicy
-from ipintel.api.mcp_protocol import MAX_BATCH
+from ipintel.api.mcp.protocol import MAX_BATCH
+from ipintel.api.mcp.transport import _DRAIN_BYTES, OriginPolicy
 from ipintel.capabilities.asn import AsnInfo
 from ipintel.service import Intel
 from ipintel.settings import Settings

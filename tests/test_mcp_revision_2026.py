@@ -11,7 +11,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from ipintel.api.mcp_envelope import decode_header_value
+from ipintel.api.mcp.envelope import decode_header_value
 from ipintel.schema_files import load_schema
 from ipintel.settings import Settings
 from tests.support.app import running_app

@@ -19,8 +19,8 @@ from hypothesis import settings as examples
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from ipintel.api.mcp_protocol import _plainly_valid_request
-from ipintel.api.mcp_tools import TOOLS, TOOLS_BY_NAME, plain_object_check
+from ipintel.api.mcp.protocol import _plainly_valid_request
+from ipintel.api.mcp.tools import TOOLS, TOOLS_BY_NAME, plain_object_check
 from ipintel.schema_files import load_schema
 from ipintel.settings import Settings
 from tests.support.app import running_app

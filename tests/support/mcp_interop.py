@@ -23,7 +23,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from ipintel.api.mcp_tools import TOOLS
+from ipintel.api.mcp.tools import TOOLS
 from tests.support.app import ROOT, server_process
 from tests.support.dns_server import DnsServer
 from tests.support.dnsbl import healthy_list

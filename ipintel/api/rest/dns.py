@@ -6,7 +6,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ipintel.api.rest import Endpoint, path_param, query_param, query_params
+from ipintel.api.rest.endpoint import Endpoint, path_param, query_param, query_params
 from ipintel.capabilities.dns import RECORD_TYPES
 from ipintel.service import Intel
 

@@ -24,7 +24,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from ipintel import __version__
-from ipintel.api.mcp_envelope import (
+from ipintel.api.mcp.envelope import (
     LEGACY_VERSIONS,
     SERVER_INFO_KEY,
     SUPPORTED_VERSIONS,
@@ -32,7 +32,7 @@ from ipintel.api.mcp_envelope import (
     check_notification,
     check_request,
 )
-from ipintel.api.mcp_tools import CallContext, ToolSet
+from ipintel.api.mcp.tools import CallContext, ToolSet
 from ipintel.errors import ApiError
 from ipintel.schema_files import load_schema
 
@@ -161,7 +161,7 @@ class McpProtocol:
     :meth:`answer` serves the handshake era (2024-11-05 … 2025-11-25): batches,
     ``initialize`` and ``ping``, results as those revisions shape them.
     :meth:`answer_modern` serves 2026-07-28: one message per POST, the checks of
-    :mod:`ipintel.api.mcp_envelope` first, ``server/discover``, and results that
+    :mod:`ipintel.api.mcp.envelope` first, ``server/discover``, and results that
     carry ``resultType`` and the server's identity."""
 
     def __init__(self, intel: Intel, tools: ToolSet) -> None:

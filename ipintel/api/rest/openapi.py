@@ -1,5 +1,5 @@
 """The OpenAPI 3.1 document, assembled from the JSON Schema files in ``schemas/``
-and the :class:`~ipintel.api.rest.Endpoint` declarations (docs/API.md#openapi-and-schemas).
+and the :class:`~ipintel.api.rest.endpoint.Endpoint` declarations (docs/API.md#openapi-and-schemas).
 
 The schema files are the single source: the same files validate responses in
 the tests and become the MCP tools' ``outputSchema``.
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ipintel import __version__
-from ipintel.api.rest import Endpoint
+from ipintel.api.rest.endpoint import Endpoint
 from ipintel.errors import STATUS_BY_CODE
 from ipintel.schema_files import embeddable_schema
 

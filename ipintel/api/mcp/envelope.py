@@ -17,8 +17,8 @@ A request is modern when its ``_meta`` names a protocol version, or when its
 checks follow the revision's order (basic/transports/streamable-http,
 "Server Validation"): the ``_meta`` keys, then the headers against the body,
 then whether the version is one we speak. The first failure is the answer.
-This module knows nothing of HTTP statuses or tools: :mod:`ipintel.api.mcp`
-maps codes to statuses, :mod:`ipintel.api.mcp_protocol` answers methods.
+This module knows nothing of HTTP statuses or tools: :mod:`ipintel.api.mcp.transport`
+maps codes to statuses, :mod:`ipintel.api.mcp.protocol` answers methods.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ worker can answer any request.
 
 This module is the transport: origin and CORS rules, methods, media types,
 the body limit, JSON parsing and the rate-limit hook. The JSON-RPC rules live
-in :mod:`ipintel.api.mcp_protocol`, the tools in :mod:`ipintel.api.mcp_tools`.
+in :mod:`ipintel.api.mcp.protocol`, the tools in :mod:`ipintel.api.mcp.tools`.
 JSON-RPC errors travel with HTTP 200 (older SDK clients drop the connection on
 other statuses); only the transport refusals use 403, 405, 413 and 415, each
 with a JSON-RPC error body.
@@ -32,8 +32,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from ipintel.api.mcp_envelope import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION, RoutingHeaders, is_modern
-from ipintel.api.mcp_protocol import (
+from ipintel.api.mcp.envelope import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION, RoutingHeaders, is_modern
+from ipintel.api.mcp.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -43,7 +43,7 @@ from ipintel.api.mcp_protocol import (
     McpProtocol,
     error,
 )
-from ipintel.api.mcp_tools import TOOLS, CallContext, ToolSet
+from ipintel.api.mcp.tools import TOOLS, CallContext, ToolSet
 from ipintel.errors import ApiError
 from ipintel.schema_files import embeddable_schema
 from ipintel.web.client import caller_of

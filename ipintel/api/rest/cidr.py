@@ -6,7 +6,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ipintel.api.rest import Endpoint, query_param, query_params
+from ipintel.api.rest.endpoint import Endpoint, query_param, query_params
 from ipintel.service import Intel
 
 
