@@ -88,9 +88,11 @@ fuzz: $(DEV_STAMP)
 soak: $(DEV_STAMP)
 	$(PY) scripts/soak.py
 
+## lint: ruff (rules and formatting) and mypy --strict on ipintel/; CI runs it before the tests
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 fmt: $(DEV_STAMP)
 	$(VENV)/bin/ruff check --fix .
