@@ -103,11 +103,16 @@ def _valid_id(value: Any) -> bool:
 def _envelope_message(kind: str, failure: ValidationError) -> str:
     """Say what is wrong with an envelope without echoing the client's values."""
     member = str(failure.absolute_path[0]) if failure.absolute_path else None
+    # jsonschema types these as possibly unset; for these keywords they are the instance, the keyword's value
+    # and the (object) schema.
+    instance: Any = failure.instance
+    expected: Any = failure.validator_value
+    schema: Any = failure.schema
     if failure.validator == "required":
-        missing = [m for m in failure.validator_value if m not in failure.instance]
+        missing = [m for m in expected if m not in instance]
         member = missing[0] if missing else member
     if failure.validator == "additionalProperties":
-        extra = sorted(set(failure.instance) - set(failure.schema.get("properties", {})))
+        extra = sorted(set(instance) - set(schema.get("properties", {})))
         return f"unexpected member {', '.join(repr(m[:40]) for m in extra[:5])} in a JSON-RPC {kind}"
     if member == "jsonrpc":
         return 'a JSON-RPC 2.0 message needs "jsonrpc": "2.0"'

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -280,25 +280,26 @@ def _argument_error(tool: Tool, error: ValidationError, schema: dict[str, Any]) 
     """A readable ``isError`` message for a schema failure, written without echoing the client's value
     (which could be a megabyte long) and with the error code the REST route would use."""
     allowed = ", ".join(schema.get("properties", {})) or "none"
+    # jsonschema types these as possibly unset; for the keywords below they are the schema's value and the instance.
+    instance: Any = error.instance
+    expected: Any = error.validator_value
     if error.validator == "required":
-        missing = next((m for m in error.validator_value if m not in error.instance), "?")
+        missing = next((m for m in expected if m not in instance), "?")
         example = schema["properties"].get(missing, {}).get("examples", [None])[0]
         hint = f", e.g. {json.dumps(example)}" if example is not None else ""
         return ApiError(
             _CODE_BY_ARGUMENT.get(missing, "invalid_request"), f"{tool.name} needs the argument '{missing}'{hint}"
         )
     if error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(schema.get("properties", {})))
+        extra = sorted(set(instance) - set(schema.get("properties", {})))
         shown = ", ".join(repr(name[:40]) for name in extra[:5])
         return ApiError("invalid_request", f"{tool.name} does not take {shown}; its arguments are: {allowed}")
     argument = str(error.absolute_path[0]) if error.absolute_path else None
     code = _CODE_BY_ARGUMENT.get(argument or "", "invalid_request")
     if error.validator == "type":
-        return ApiError(
-            code, f"the argument '{argument}' must be a {error.validator_value}, not {_json_type(error.instance)}"
-        )
+        return ApiError(code, f"the argument '{argument}' must be a {expected}, not {_json_type(instance)}")
     if error.validator == "enum":
-        choices = ", ".join(str(v) for v in error.validator_value)
+        choices = ", ".join(str(v) for v in expected)
         return ApiError(code, f"the argument '{argument}' must be one of {choices}")
     return ApiError(code, f"the argument '{argument}' does not match the tool's inputSchema ({error.validator})")
 
@@ -321,7 +322,7 @@ def _json_type(value: Any) -> str:
 class ToolSet:
     """The live tools of one app, with their schemas compiled once at app creation."""
 
-    tools: list[Tool]
+    tools: Sequence[Tool]
     listing: list[dict[str, Any]] = field(init=False)
     by_name: dict[str, Tool] = field(init=False)
     _validators: dict[str, Draft202012Validator] = field(init=False)

@@ -40,6 +40,7 @@ from ipintel.api.mcp.protocol import (
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     SERVER_ERROR,
+    Answer,
     McpProtocol,
     error,
 )
@@ -285,6 +286,7 @@ class McpEndpoint:
             return self._reply(failure, sse, cors, _status(failure, is_modern(None, headers.version)))
         modern = is_modern(payload, headers.version)
         context = self._context(request)
+        answer: Answer | list[Answer] | None
         if modern:
             answer = await self.protocol.answer_modern(payload, headers, context)
         else:
