@@ -39,7 +39,8 @@ from ipintel.capabilities.vpn import (
     FeedSource,
     detect_vpn,
 )
-from ipintel.infra.feeds import DEFAULT_FEEDS, FeedManager
+from ipintel.infra.feed_catalogue import DEFAULT_FEEDS
+from ipintel.infra.feeds import FeedManager
 from ipintel.infra.mmdb import MmdbFile
 from ipintel.infra.upstream import HttpClient
 from tests.support.mmdb import write_mmdb

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -34,18 +34,6 @@ def records(*addresses: str, name: str = "x") -> list[DnsRecord]:
 def zone(name: str) -> Zone:
     (built,) = build_zones([name])
     return built
-
-
-@pytest.fixture
-def dns() -> Iterator[DnsServer]:
-    with DnsServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def resolver(dns: DnsServer) -> AsyncIterator[Resolver]:
-    async with Resolver(dns.servers, timeout=0.5) as r:
-        yield r
 
 
 # Answer validation -------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -21,27 +20,18 @@ from ipintel.settings import ConfigError, Settings
 from tests.support.app import running_app
 from tests.support.dns_server import DnsServer
 from tests.support.dnsbl import answers_everything, healthy_list, query_name
-from tests.support.reputation_server import ReputationServer
+from tests.support.reputation_server import SFS_CLEAN, ReputationServer
 
 LISTED_IP = "45.33.32.156"
 CLEAN_IP = "8.8.8.8"
-SFS_CLEAN = {"success": 1, "ip": {"appears": 0, "frequency": 0}}
 SFS_LISTED = {"success": 1, "ip": {"appears": 1, "frequency": 9, "lastseen": "2024-05-01 10:00:00", "confidence": 61.2}}
 
 
 @pytest.fixture
-def dns() -> Iterator[DnsServer]:
-    with DnsServer() as server:
-        healthy_list(server, "zen.spamhaus.org", listed={LISTED_IP: ["127.0.0.2", "127.0.0.4"]})
-        healthy_list(server, "bl.spamcop.net", listed={LISTED_IP: "127.0.0.2"})
-        yield server
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[ReputationServer]:
-    async with ReputationServer() as server:
-        server.respond(body=SFS_CLEAN)
-        yield server
+def dns(dns: DnsServer) -> DnsServer:
+    healthy_list(dns, "zen.spamhaus.org", listed={LISTED_IP: ["127.0.0.2", "127.0.0.4"]})
+    healthy_list(dns, "bl.spamcop.net", listed={LISTED_IP: "127.0.0.2"})
+    return dns
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from ipintel.settings import Settings
 from tests.support import feeds as f
 from tests.support.app import running_app
 from tests.support.dns_server import DnsServer
-from tests.support.feeds import FeedServer
+from tests.support.feeds import FeedServer, wait_for_feeds
 from tests.support.mmdb import write_mmdb
 
 # AS data of the test world: realistic holders for each address family.
@@ -51,34 +51,14 @@ def world_dbs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def dns() -> Iterator[DnsServer]:
-    with DnsServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def feed_server() -> AsyncIterator[FeedServer]:
-    async with FeedServer() as server:
-        server.serve_world()
-        yield server
-
-
-@pytest.fixture
 def world(settings: Settings, world_dbs: dict[str, Path], dns: DnsServer, feed_server: FeedServer) -> Settings:
     return settings.replace(feeds_enabled=True, feed_urls=feed_server.feed_urls(), dns_servers=dns.servers, **world_dbs)
-
-
-async def wait_for_feeds(http: httpx.AsyncClient, status: str = "ok") -> None:
-    intel = http.app.state.intel  # type: ignore[attr-defined]
-    async with asyncio.timeout(20):
-        while {h["status"] for h in intel.feed_health().values()} != {status}:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
 
 
 @contextlib.asynccontextmanager
 async def app_with_feeds(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     async with running_app(settings) as http:
-        await wait_for_feeds(http)
+        await wait_for_feeds(http, "ok")
         yield http
 
 
@@ -198,7 +178,7 @@ async def test_restart_without_network_reuses_the_snapshots(world: Settings, fee
     await feed_server.stop()  # the network is gone; the same data directory remains
 
     async with running_app(world) as http:
-        await wait_for_feeds(http)  # from the snapshots, without a single download
+        await wait_for_feeds(http, "ok")  # from the snapshots, without a single download
         after = [await vpn(http, a) for a in addresses]
         intel = http.app.state.intel  # type: ignore[attr-defined]
         assert all(state.fetched_at is not None for state in intel.feeds.feeds.values())

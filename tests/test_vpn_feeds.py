@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ipintel.infra import feed_formats as formats
-from ipintel.infra.feeds import DEFAULT_FEEDS, HOST, NET, FeedManager, configured_urls
+from ipintel.infra.feed_catalogue import DEFAULT_FEEDS
+from ipintel.infra.feeds import HOST, NET, FeedManager, configured_urls
 from ipintel.infra.upstream import HttpClient
 from ipintel.settings import Settings
 from tests.support import feeds as f
@@ -32,18 +32,9 @@ class Clock:
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[HttpClient]:
-    client = HttpClient(timeout=2.0)
-    await client.start()
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FeedServer]:
-    async with FeedServer() as s:
-        s.serve_world()
-        yield s
+def server(feed_server: FeedServer) -> FeedServer:
+    """The feed world's server (conftest), by the short name these tests give it."""
+    return feed_server
 
 
 def temporary_files(directory: Path) -> list[Path]:
@@ -162,11 +153,11 @@ async def test_refresh_downloads_every_feed_and_stores_snapshots(
     health = feeds.health()
     assert {h["status"] for h in health.values()} == {"ok"}
     assert health["tor"]["prefixes"] == 151 and health["tor"]["ageSeconds"] is not None
-    assert feeds.lookup("tor", ip(f.TOR_EXIT)) == {HOST}
-    assert feeds.lookup("aws", ip(f.AWS_ADDRESS)) == {NET}
-    assert feeds.lookup("aws", ip(f.AWS_V6_ADDRESS)) == {NET}
-    assert feeds.lookup("vpn", ip(f.VPN_SERVER_ADDRESS)) == {HOST}
-    assert feeds.lookup("aws", ip("81.2.69.160")) == frozenset()
+    assert f.feed_tags(feeds, "tor", ip(f.TOR_EXIT)) == {HOST}
+    assert f.feed_tags(feeds, "aws", ip(f.AWS_ADDRESS)) == {NET}
+    assert f.feed_tags(feeds, "aws", ip(f.AWS_V6_ADDRESS)) == {NET}
+    assert f.feed_tags(feeds, "vpn", ip(f.VPN_SERVER_ADDRESS)) == {HOST}
+    assert f.feed_tags(feeds, "aws", ip("81.2.69.160")) == frozenset()
     for name in feeds.feeds:
         assert (tmp_path / f"{name}.txt").is_file()
     assert server.hits["/cloudflare/0"] == 1 and server.hits["/cloudflare/1"] == 1  # v4 and v6 files
@@ -186,8 +177,8 @@ async def test_restart_without_network_starts_from_the_last_good_copy(
     second.start(refresh=True)
     await asyncio.wait_for(second.snapshots_loaded.wait(), 10)
     try:
-        assert second.lookup("tor", ip(f.TOR_EXIT)) == {HOST}
-        assert second.lookup("gcp", ip(f.GCP_ADDRESS)) == {NET}
+        assert f.feed_tags(second, "tor", ip(f.TOR_EXIT)) == {HOST}
+        assert f.feed_tags(second, "gcp", ip(f.GCP_ADDRESS)) == {NET}
         health = second.health()
         assert {h["status"] for h in health.values()} == {"ok"}
         assert health["tor"]["ageSeconds"] == 600.0  # the age of the data, not of the process
@@ -218,7 +209,7 @@ async def test_a_bad_download_never_replaces_a_good_copy(
 
     server.set("/aws/0", bad)
     assert not await feeds.refresh("aws")
-    assert feeds.lookup("aws", ip(f.AWS_ADDRESS)) == {NET}
+    assert f.feed_tags(feeds, "aws", ip(f.AWS_ADDRESS)) == {NET}
     health = feeds.health()["aws"]
     assert health["status"] == "ok" and health["prefixes"] > 1000
     assert health["error"]
@@ -258,7 +249,7 @@ async def test_redirects_are_followed(http: HttpClient, server: FeedServer, tmp_
     server.set("/moved", Reply(status=301, headers={"Location": "/tor/0"}))
     feeds = FeedManager(http, tmp_path, overrides={"tor": server.url("/moved")}, timeout=2.0)
     assert await feeds.refresh("tor")
-    assert feeds.lookup("tor", ip(f.TOR_EXIT)) == {HOST}
+    assert f.feed_tags(feeds, "tor", ip(f.TOR_EXIT)) == {HOST}
 
 
 async def test_a_redirect_from_https_down_to_http_is_refused(http: HttpClient, tmp_path: Path) -> None:
@@ -295,14 +286,14 @@ async def test_azure_page_leads_to_the_weekly_file(http: HttpClient, server: Fee
         timeout=2.0,
     )
     assert await feeds.refresh("azure")
-    assert feeds.lookup("azure", ip(f.AZURE_ADDRESS)) == {NET}
+    assert f.feed_tags(feeds, "azure", ip(f.AZURE_ADDRESS)) == {NET}
     assert server.hits[weekly] == 1
 
     # A direct JSON URL (a mirror) is read as it is, byte-order mark included, as Microsoft writes it.
     server.set("/mirror.json", Reply(b"\xef\xbb\xbf" + f.world()["azure"][0], content_type="application/json"))
     mirror = FeedManager(http, tmp_path / "mirror", overrides={"azure": server.url("/mirror.json")}, timeout=2.0)
     assert await mirror.refresh("azure"), mirror.health()["azure"]
-    assert mirror.lookup("azure", ip(f.AZURE_ADDRESS)) == {NET}
+    assert f.feed_tags(mirror, "azure", ip(f.AZURE_ADDRESS)) == {NET}
 
     server.set("/azure-page", Reply(b"<html>no link today</html>", content_type="text/html"))
     assert not await feeds.refresh("azure")
@@ -324,7 +315,7 @@ async def test_health_turns_stale_then_disabled_feeds_say_so(
 
     clock.now += SPECS["tor"].stale_after + 1
     assert feeds.health()["tor"]["status"] == "stale"
-    assert feeds.lookup("tor", ip(f.TOR_EXIT)) == {HOST}  # stale data is still used
+    assert f.feed_tags(feeds, "tor", ip(f.TOR_EXIT)) == {HOST}  # stale data is still used
     assert not feeds.complete()
 
 
@@ -368,7 +359,7 @@ async def test_refresh_off_loads_snapshots_and_downloads_nothing(
     await asyncio.wait_for(feeds.snapshots_loaded.wait(), 10)
     await asyncio.sleep(0.1)
     await feeds.close()
-    assert feeds.lookup("vpn", ip(f.VPN_RANGE_ADDRESS)) == {NET}
+    assert f.feed_tags(feeds, "vpn", ip(f.VPN_RANGE_ADDRESS)) == {NET}
     assert feeds.health()["tor"]["status"] == "missing"
     assert sum(server.hits.values()) == 0
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -232,18 +232,6 @@ async def test_asn_classes_from_the_address_as(tmp_path: Path) -> None:
 def test_keywords(host: str, expected: list[str]) -> None:
     assert reasons(keyword_signals(host)) == expected
     assert all(s.strength is Strength.HEURISTIC for s in keyword_signals(host))
-
-
-@pytest.fixture
-def dns() -> Iterator[DnsServer]:
-    with DnsServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def resolver(dns: DnsServer) -> AsyncIterator[Resolver]:
-    async with Resolver(dns.servers, timeout=0.5) as r:
-        yield r
 
 
 async def test_ptr_keywords_through_the_resolver(dns: DnsServer, resolver: Resolver) -> None:

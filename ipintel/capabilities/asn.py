@@ -8,7 +8,7 @@ interface (``ipintel.capabilities.cymru``). Callers see only :class:`AsnSource`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ipintel.addresses import IPAddress
 from ipintel.infra.mmdb import MmdbFile
@@ -46,7 +46,7 @@ class MmdbAsnSource:
         return asn_from_record(record) if record else None
 
 
-def asn_from_record(record: dict) -> AsnInfo | None:
+def asn_from_record(record: dict[str, Any]) -> AsnInfo | None:
     number = record.get("autonomous_system_number")
     org = record.get("autonomous_system_organization")
     if number is None and isinstance(record.get("asn"), str):
@@ -56,10 +56,3 @@ def asn_from_record(record: dict) -> AsnInfo | None:
     if not isinstance(number, int) or number <= 0:
         return None
     return AsnInfo(number, org if isinstance(org, str) and org.strip() else None)
-
-
-class NoAsnSource:
-    """Used when no ASN source is available at all: the fields stay null."""
-
-    async def lookup(self, ip: IPAddress) -> AsnInfo | None:
-        return None

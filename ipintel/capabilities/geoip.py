@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import threading
-from typing import Any
+from typing import Any, cast
 
 from ipintel.addresses import IPAddress
 from ipintel.capabilities.asn import AsnSource
@@ -40,10 +40,7 @@ class TimeZones:
             return None
         if not (-90 <= latitude <= 90 and -180 <= longitude <= 180):
             return None
-        return self._get().timezone_at(lng=longitude, lat=latitude)
-
-    def warm(self) -> None:
-        self._get()
+        return cast("str | None", self._get().timezone_at(lng=longitude, lat=latitude))
 
 
 def _name(node: Any) -> str | None:
@@ -54,6 +51,11 @@ def _name(node: Any) -> str | None:
             if isinstance(name, str) and name:
                 return name
     return None
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A record's sub-object, or an empty one when it is missing or not an object."""
+    return value if isinstance(value, dict) else {}
 
 
 def _number(value: Any) -> float | None:
@@ -68,13 +70,13 @@ async def lookup(ip: IPAddress, *, city_db: MmdbFile, asn: AsnSource, timezones:
     if not record:
         raise ApiError("address_not_found", f"the GeoIP database has no record for {ip}")
 
-    location = record.get("location") if isinstance(record.get("location"), dict) else {}
+    location = _object(record.get("location"))
     latitude = _number(location.get("latitude"))
     longitude = _number(location.get("longitude"))
     timezone = location.get("time_zone") if isinstance(location.get("time_zone"), str) else None
     if not timezone:
         timezone = timezones.at(latitude, longitude)
-    country = record.get("country") if isinstance(record.get("country"), dict) else {}
+    country = _object(record.get("country"))
     iso = country.get("iso_code") if isinstance(country.get("iso_code"), str) else None
     subdivisions = record.get("subdivisions")
     region = _name(subdivisions[0]) if isinstance(subdivisions, list) and subdivisions else None

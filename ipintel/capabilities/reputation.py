@@ -28,7 +28,7 @@ import ipaddress
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from ipintel.errors import UpstreamError, UpstreamTimeout
 from ipintel.infra.upstream import HttpClient
@@ -201,7 +201,7 @@ def _unavailable(name: str, detail: str) -> SourceResult:
     return SourceResult(name, "unavailable", detail)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

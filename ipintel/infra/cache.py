@@ -70,7 +70,7 @@ def _expiry(key: Hashable, entry: _Entry, now: float) -> float:
     return entry.expires
 
 
-class _CountingTLRU(TLRUCache):
+class _CountingTLRU(TLRUCache[Hashable, _Entry]):
     """TLRUCache that counts the entries pushed out for room (not those that expired)."""
 
     def __init__(self, maxsize: int, timer: Clock) -> None:
@@ -134,7 +134,7 @@ class Cache:
         else:
             self.coalesced += 1  # joins the load under way: no upstream call of its own
         # shield: cancelling this caller must not cancel the load others share.
-        return await asyncio.shield(task)  # type: ignore[no-any-return]
+        return await asyncio.shield(task)
 
     async def _load(
         self, key: Hashable, load: Callable[[], Awaitable[Any]], ttl: Lifetime, error_ttl: ErrorLifetime
@@ -161,11 +161,6 @@ class Cache:
         # else retrieves it, and asyncio would log "exception never retrieved".
         if not task.cancelled():
             task.exception()
-
-    def peek(self, key: Hashable) -> Any:
-        """The cached value, or ``None``; for tests and diagnostics, counts nothing."""
-        entry = self._entries.get(key)
-        return entry.value if entry is not None else None
 
     def clear(self) -> None:
         """Forget every entry (e.g. after a database reload); loads under way still finish."""

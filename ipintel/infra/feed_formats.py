@@ -53,6 +53,16 @@ def _json(body: bytes) -> Any:
         raise FeedFormatError(f"the body is not JSON ({exc.msg} at line {exc.lineno})") from None
 
 
+def _documents(bodies: list[bytes], key: str, what: str) -> Iterator[dict[str, Any]]:
+    """Each body as a JSON object holding a ``key`` list: a provider's ranges
+    document. Anything else is not the feed (``what`` names the document)."""
+    for body in bodies:
+        doc = _json(body)
+        if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
+            raise FeedFormatError(f"not {what} document (no {key!r} list)")
+        yield doc
+
+
 # Wider prefixes than these are junk in any of these lists (a 0.0.0.0/0 by
 # mistake would mark the whole Internet as a datacenter).
 MIN_PREFIX_LENGTH = {4: 8, 6: 16}
@@ -103,10 +113,7 @@ def text_list(bodies: list[bytes]) -> Parsed:
 def aws_ip_ranges(bodies: list[bytes]) -> Parsed:
     """AWS ``ip-ranges.json``: ``prefixes[].ip_prefix`` and ``ipv6_prefixes[].ipv6_prefix``."""
     candidates: list[Any] = []
-    for body in bodies:
-        doc = _json(body)
-        if not isinstance(doc, dict) or not isinstance(doc.get("prefixes"), list):
-            raise FeedFormatError("not an AWS ip-ranges document (no 'prefixes' list)")
+    for doc in _documents(bodies, "prefixes", "an AWS ip-ranges"):
         candidates += [p.get("ip_prefix") if isinstance(p, dict) else None for p in doc["prefixes"]]
         v6 = doc.get("ipv6_prefixes")
         if isinstance(v6, list):
@@ -117,10 +124,7 @@ def aws_ip_ranges(bodies: list[bytes]) -> Parsed:
 def google_cloud(bodies: list[bytes]) -> Parsed:
     """Google Cloud ``cloud.json``: ``prefixes[]`` with ``ipv4Prefix`` or ``ipv6Prefix``."""
     candidates: list[Any] = []
-    for body in bodies:
-        doc = _json(body)
-        if not isinstance(doc, dict) or not isinstance(doc.get("prefixes"), list):
-            raise FeedFormatError("not a Google cloud.json document (no 'prefixes' list)")
+    for doc in _documents(bodies, "prefixes", "a Google cloud.json"):
         for entry in doc["prefixes"]:
             if isinstance(entry, dict):
                 candidates.append(entry.get("ipv4Prefix") or entry.get("ipv6Prefix"))
@@ -136,10 +140,7 @@ def azure_service_tags(bodies: list[bytes]) -> Parsed:
     (``AzureCloud`` is the superset), and the range index merges duplicates."""
     candidates: list[Any] = []
     seen: set[str] = set()
-    for body in bodies:
-        doc = _json(body)
-        if not isinstance(doc, dict) or not isinstance(doc.get("values"), list):
-            raise FeedFormatError("not an Azure service tags document (no 'values' list)")
+    for doc in _documents(bodies, "values", "an Azure service tags"):
         for value in doc["values"]:
             props = value.get("properties") if isinstance(value, dict) else None
             prefixes = props.get("addressPrefixes") if isinstance(props, dict) else None
@@ -157,10 +158,7 @@ def azure_service_tags(bodies: list[bytes]) -> Parsed:
 def oracle_cloud(bodies: list[bytes]) -> Parsed:
     """Oracle ``public_ip_ranges.json``: ``regions[].cidrs[].cidr``."""
     candidates: list[Any] = []
-    for body in bodies:
-        doc = _json(body)
-        if not isinstance(doc, dict) or not isinstance(doc.get("regions"), list):
-            raise FeedFormatError("not an Oracle public_ip_ranges document (no 'regions' list)")
+    for doc in _documents(bodies, "regions", "an Oracle public_ip_ranges"):
         for region in doc["regions"]:
             cidrs = region.get("cidrs") if isinstance(region, dict) else None
             if isinstance(cidrs, list):

@@ -1,7 +1,8 @@
 """Address feeds: downloaded in the background, validated, kept on disk, matched in memory.
 
 A feed is a published list of prefixes (the Tor exit list, a cloud provider's
-ranges, a VPN range list). :class:`FeedManager` owns all of them:
+ranges, a VPN range list), described by its entry in
+:mod:`~ipintel.infra.feed_catalogue`. :class:`FeedManager` owns all of them:
 
 - At start it loads the last good copy of each feed from
   ``<data_dir>/feeds/<name>.txt`` (in a worker thread, so the service answers
@@ -40,140 +41,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
-from ipintel.addresses import IPAddress
 from ipintel.errors import ApiError, UpstreamError
 from ipintel.infra import feed_formats as formats
+from ipintel.infra.background import BackgroundTask
+from ipintel.infra.feed_catalogue import DEFAULT_FEEDS, FeedSpec
 from ipintel.infra.ranges import AddressRanges, PrefixError, parse_prefix
-from ipintel.infra.upstream import HttpClient
+from ipintel.infra.upstream import HttpClient, RedirectRefused
 
 log = logging.getLogger("ipintel.feeds")
 
-HOUR = 3600.0
-DAY = 24 * HOUR
-MIB = 1024 * 1024
-
 HOST = "host"  # the entry was a single address (a /32 or /128)
 NET = "net"  # the entry was a wider prefix
-
-
-@dataclass(frozen=True)
-class FeedSpec:
-    """What a feed is: where it comes from, how to read it, how often, and
-    what a believable copy looks like."""
-
-    name: str
-    urls: tuple[str, ...]  # default sources; several when v4 and v6 are published apart
-    parser: formats.Parser
-    interval: float  # seconds between refreshes
-    stale_after: float  # a copy older than this is "stale": verdicts built on it are less sure
-    min_prefixes: int  # fewer than this after parsing: refused, the last good copy stays
-    max_bytes: int  # per downloaded body
-    # When a URL answers with a page rather than the data (Azure's download page),
-    # find the data's link in it.
-    locate: Callable[[bytes], str | None] | None = None
-    description: str = ""
-
-
-_X4B = "https://raw.githubusercontent.com/X4BNet/lists_vpn/main/output"
-
-DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
-    FeedSpec(
-        "tor",
-        ("https://check.torproject.org/torbulkexitlist",),
-        formats.text_list,
-        interval=HOUR,
-        stale_after=3 * HOUR,
-        min_prefixes=100,  # about 1,000-1,500 exits are listed at any time
-        max_bytes=4 * MIB,
-        description="Tor Project bulk exit list",
-    ),
-    FeedSpec(
-        "aws",
-        ("https://ip-ranges.amazonaws.com/ip-ranges.json",),
-        formats.aws_ip_ranges,
-        interval=DAY,
-        stale_after=3 * DAY,
-        min_prefixes=1000,  # about 10,000
-        max_bytes=16 * MIB,
-        description="AWS ip-ranges.json",
-    ),
-    FeedSpec(
-        "gcp",
-        ("https://www.gstatic.com/ipranges/cloud.json",),
-        formats.google_cloud,
-        interval=DAY,
-        stale_after=3 * DAY,
-        min_prefixes=100,  # about 900
-        max_bytes=8 * MIB,
-        description="Google Cloud cloud.json",
-    ),
-    FeedSpec(
-        "azure",
-        # The weekly file has a new name each week (ServiceTags_Public_YYYYMMDD.json);
-        # Microsoft's download page for it (id 56519) is the stable address and links
-        # the current file. A direct JSON URL (a mirror) works too.
-        ("https://www.microsoft.com/en-us/download/details.aspx?id=56519",),
-        formats.azure_service_tags,
-        interval=DAY,
-        stale_after=3 * DAY,  # Microsoft publishes weekly; a week-old copy is still current
-        min_prefixes=1000,  # tens of thousands
-        max_bytes=32 * MIB,  # about 4 MB today
-        locate=formats.azure_download_link,
-        description="Azure service tags (public cloud)",
-    ),
-    FeedSpec(
-        "oracle",
-        ("https://docs.oracle.com/en-us/iaas/tools/public_ip_ranges.json",),
-        formats.oracle_cloud,
-        interval=DAY,
-        stale_after=3 * DAY,
-        min_prefixes=50,
-        max_bytes=8 * MIB,
-        description="Oracle Cloud public_ip_ranges.json",
-    ),
-    FeedSpec(
-        "cloudflare",
-        ("https://www.cloudflare.com/ips-v4", "https://www.cloudflare.com/ips-v6"),
-        formats.text_list,
-        interval=DAY,
-        stale_after=7 * DAY,  # changes a few times a decade
-        min_prefixes=10,  # 15 IPv4 + 7 IPv6 prefixes
-        max_bytes=1 * MIB,
-        description="Cloudflare ips-v4 and ips-v6",
-    ),
-    FeedSpec(
-        "digitalocean",
-        ("https://digitalocean.com/geo/google.csv",),
-        formats.geofeed_csv,
-        interval=DAY,
-        stale_after=3 * DAY,
-        min_prefixes=100,
-        max_bytes=8 * MIB,
-        description="DigitalOcean geofeed (RFC 8805 CSV)",
-    ),
-    FeedSpec(
-        "vpn",
-        (f"{_X4B}/vpn/ipv4.txt", f"{_X4B}/vpn/ipv6.txt"),
-        formats.text_list,
-        interval=DAY,
-        stale_after=3 * DAY,
-        min_prefixes=100,
-        max_bytes=16 * MIB,
-        description="X4BNet lists_vpn: known VPN networks",
-    ),
-    FeedSpec(
-        "datacenter",
-        (f"{_X4B}/datacenter/ipv4.txt", f"{_X4B}/datacenter/ipv6.txt"),
-        formats.text_list,
-        interval=DAY,
-        stale_after=3 * DAY,
-        min_prefixes=1000,
-        max_bytes=32 * MIB,
-        description="X4BNet lists_vpn: datacenter and VPN networks",
-    ),
-)
 
 # After a failed refresh, retry after 1, 2, 4 ... minutes, never later than the feed's interval.
 RETRY_BASE = 60.0
@@ -258,14 +138,7 @@ class FeedManager:
         self.snapshots_loaded = asyncio.Event()
         # complete() is true until then: -inf while an enabled feed is missing, +inf with none enabled.
         self._fresh_until = -math.inf if any(s.enabled for s in self.feeds.values()) else math.inf
-        self._task: asyncio.Task[None] | None = None
-
-    # Matching ------------------------------------------------------------------
-
-    def lookup(self, name: str, ip: IPAddress) -> frozenset[str]:
-        """Tags (``host``/``net``) of the feed's entries holding ``ip``; empty when none or not loaded."""
-        ranges = self.feeds[name].ranges
-        return ranges.lookup(ip) if ranges is not None else frozenset()
+        self._task = BackgroundTask("feeds")
 
     # Health --------------------------------------------------------------------
 
@@ -311,15 +184,10 @@ class FeedManager:
     def start(self, *, refresh: bool) -> None:
         """Load the snapshots and (when ``refresh``) keep the feeds fresh, in the
         background: the caller does not wait for any of it."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(refresh), name="feeds")
+        self._task.start(lambda: self._run(refresh))
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._task.stop()
 
     async def _run(self, refresh: bool) -> None:
         try:
@@ -344,7 +212,7 @@ class FeedManager:
     def next_refresh_in(self, state: FeedState) -> float:
         """Seconds until the feed should be downloaded again."""
         if state.failures:
-            return min(state.spec.interval, RETRY_BASE * 2 ** min(state.failures - 1, 16))
+            return min(state.spec.interval, RETRY_BASE * 2.0 ** min(state.failures - 1, 16))
         if state.fetched_at is None:
             return 0.0
         return max(0.0, state.fetched_at + state.spec.interval - self.clock())
@@ -454,21 +322,23 @@ class FeedManager:
 
     async def _get(self, spec: FeedSpec, url: str) -> bytes:
         """GET with redirects followed (a few hops, never from HTTPS down to HTTP)."""
-        for _ in range(MAX_REDIRECTS + 1):
-            response = await self.http.get(
+        try:
+            followed = await self.http.get_following_redirects(
                 url,
+                max_redirects=MAX_REDIRECTS,
+                refuse_loops=False,  # a loop ends as "more than MAX_REDIRECTS redirects"
+                what=lambda hop: f"feed {spec.name} ({urlsplit(hop).netloc})",
                 timeout=self.timeout,
                 max_bytes=spec.max_bytes,
-                what=f"feed {spec.name} ({urlsplit(url).netloc})",
                 source=f"feed:{spec.name}",
             )
-            if response.status in (301, 302, 303, 307, 308) and response.headers.get("Location"):
-                target = urljoin(url, response.headers["Location"])
-                if urlsplit(url).scheme == "https" and urlsplit(target).scheme != "https":
-                    raise UpstreamError(f"feed {spec.name}: refusing a redirect from HTTPS to {target}")
-                url = target
-                continue
-            if response.status != 200:
-                raise UpstreamError(f"feed {spec.name} answered HTTP {response.status} at {url}")
-            return response.body
-        raise UpstreamError(f"feed {spec.name}: more than {MAX_REDIRECTS} redirects")
+        except RedirectRefused as refused:
+            if refused.problem == "too-many":
+                raise UpstreamError(f"feed {spec.name}: more than {MAX_REDIRECTS} redirects") from None
+            scheme = urlsplit(refused.current).scheme.upper()
+            target = refused.target if refused.target is not None else "an invalid URL"
+            raise UpstreamError(f"feed {spec.name}: refusing a redirect from {scheme} to {target}") from None
+        response = followed.response
+        if response.status != 200:
+            raise UpstreamError(f"feed {spec.name} answered HTTP {response.status} at {followed.urls[-1]}")
+        return response.body

@@ -87,9 +87,6 @@ class MmdbFile:
             return False
         return opened is None or (stat.st_mtime_ns, stat.st_size) != (opened.mtime_ns, opened.size)
 
-    def reload_if_changed(self) -> bool:
-        return self.load() if self.changed_on_disk() else False
-
     def lookup(self, ip: IPAddress) -> tuple[dict[str, Any] | None, int]:
         """The record for ``ip`` and the prefix length of the network it was found in."""
         opened = self._opened
@@ -148,13 +145,6 @@ class GeoDatabases:
     def load(self) -> None:
         for db in self.all():
             db.load()
-
-    def reload_changed(self) -> list[str]:
-        """Reload every file whose mtime or size changed; the kinds reloaded."""
-        return [db.kind for db in self.all() if db.reload_if_changed()]
-
-    def reload_all(self) -> list[str]:
-        return [db.kind for db in self.all() if db.load()]
 
     def close(self) -> None:
         for db in self.all():

@@ -19,14 +19,14 @@ import socket
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ipintel.addresses import IPAddress
 
 T = TypeVar("T", bound=Hashable)
 
 _BITS = {4: 32, 6: 128}
-_EMPTY: frozenset = frozenset()
+_EMPTY: frozenset[Any] = frozenset()  # shared by every index: one empty answer
 
 
 class PrefixError(ValueError):

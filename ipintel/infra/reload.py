@@ -21,11 +21,11 @@ mounts (inotify misses the symlink swap of ConfigMap and projected volumes).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections import Counter
 
+from ipintel.infra.background import BackgroundTask
 from ipintel.infra.mmdb import GeoDatabases, MmdbFile
 
 log = logging.getLogger("ipintel.reload")
@@ -53,19 +53,14 @@ class DatabaseWatcher:
         self.reloads: Counter[tuple[str, str]] = Counter()
         self._pending: dict[str, _StatKey] = {}  # kind -> the changed stat seen at the last check
         self._failed: dict[str, _StatKey] = {}  # kind -> the stat of a file that did not open
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask("mmdb-watcher")
         self._lock = asyncio.Lock()  # one reload at a time: SIGHUP and the watcher never race
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="mmdb-watcher")
+        self._task.start(self._run)
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._task.stop()
 
     async def reload_all(self) -> list[str]:
         """Re-open every configured file now (SIGHUP); the kinds that loaded."""

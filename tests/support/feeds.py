@@ -7,9 +7,11 @@ geofeed CSV, X4BNet's lists). :data:`WORLD` is a small, consistent set of
 feeds with known addresses in them, padded with filler prefixes to each
 feed's minimum size, so tests read like::
 
-    async with FeedServer() as server:
+    async with FeedServer() as server:      # or the ``feed_server`` fixture
         server.serve_world()
         settings = settings.replace(feeds_enabled=True, feed_urls=server.feed_urls())
+        async with running_app(settings) as http:
+            await wait_for_feeds(http, "ok")
 
 :class:`FeedServer` answers each path with what the test set (a body, a
 status, a delay, a truncated body, a redirect) and counts requests.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,7 +30,9 @@ from typing import Any
 
 from aiohttp import web
 
-from ipintel.infra.feeds import DEFAULT_FEEDS
+from ipintel.addresses import IPAddress
+from ipintel.infra.feed_catalogue import DEFAULT_FEEDS
+from ipintel.infra.feeds import FeedManager
 
 # Format writers ------------------------------------------------------------------
 
@@ -262,3 +267,27 @@ class FeedServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+# The service's side ------------------------------------------------------------------
+
+
+async def wait_for_feeds(http: Any, status: str | None = None, *, timeout: float = 20.0) -> dict[str, Any]:
+    """Until every feed of the app behind ``http`` (a ``running_app`` client) was fetched once (loaded,
+    or failed with an error) and, given ``status``, every feed is in it; bounded. The feed health."""
+    intel = http.app.state.intel
+    deadline = time.monotonic() + timeout
+    while True:
+        health: dict[str, Any] = intel.feed_health()
+        done = all(h["status"] == "ok" or "error" in h for h in health.values())
+        if done and (status is None or {h["status"] for h in health.values()} == {status}):
+            return health
+        assert time.monotonic() < deadline, health
+        await asyncio.sleep(0.05)
+
+
+def feed_tags(feeds: FeedManager, name: str, ip: IPAddress) -> frozenset[str]:
+    """Tags (``host``/``net``) of the feed's entries holding ``ip``; empty when none or not loaded.
+    (The service matches through ``vpn.FeedSource``, which reads every feed's index directly.)"""
+    ranges = feeds.feeds[name].ranges
+    return ranges.lookup(ip) if ranges is not None else frozenset()

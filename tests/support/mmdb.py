@@ -12,6 +12,8 @@ from typing import Any
 import netaddr
 from mmdb_writer import MMDBWriter
 
+from ipintel.infra.mmdb import GeoDatabases
+
 
 def write_mmdb(path: Path, database_type: str, networks: dict[str, dict[str, Any]]) -> Path:
     """Write an IPv6 database (IPv4 mapped in, as MaxMind's are) holding ``networks``."""
@@ -58,15 +60,16 @@ def city_record(
 # A realistic small world: Google DNS (GeoLite2 shape with a time zone), a
 # Chicago address without one (DB-IP Lite shape), a country-only record, and
 # an IPv6 prefix.
+_GOOGLE = city_record(
+    country="US",
+    city="Mountain View",
+    region="California",
+    latitude=37.4223,
+    longitude=-122.085,
+    time_zone="America/Los_Angeles",
+)
 CITY_NETWORKS: dict[str, dict[str, Any]] = {
-    "8.8.8.0/24": city_record(
-        country="US",
-        city="Mountain View",
-        region="California",
-        latitude=37.4223,
-        longitude=-122.085,
-        time_zone="America/Los_Angeles",
-    ),
+    "8.8.8.0/24": _GOOGLE,
     "8.8.4.0/24": city_record(
         country="US", city="Mountain View", region="California", latitude=37.386, longitude=-122.0838
     ),  # no time zone: derived
@@ -75,14 +78,7 @@ CITY_NETWORKS: dict[str, dict[str, Any]] = {
         country="GB", city="London", region="England", latitude=51.5142, longitude=-0.0931, time_zone="Europe/London"
     ),
     "1.1.1.0/24": city_record(country="AU"),  # country only: city, region, coordinates unknown
-    "2001:4860::/32": city_record(
-        country="US",
-        city="Mountain View",
-        region="California",
-        latitude=37.4223,
-        longitude=-122.085,
-        time_zone="America/Los_Angeles",
-    ),
+    "2001:4860::/32": _GOOGLE,
 }
 
 ASN_NETWORKS: dict[str, dict[str, Any]] = {
@@ -99,3 +95,9 @@ def write_city_db(path: Path, networks: dict[str, dict[str, Any]] | None = None)
 
 def write_asn_db(path: Path, networks: dict[str, dict[str, Any]] | None = None) -> Path:
     return write_mmdb(path, "GeoLite2-ASN", ASN_NETWORKS if networks is None else networks)
+
+
+def reload_changed(databases: GeoDatabases) -> list[str]:
+    """Reload at once every file whose mtime or size changed (what the
+    watcher does after its settle interval); the kinds reloaded."""
+    return [db.kind for db in databases.all() if db.changed_on_disk() and db.load()]

@@ -53,7 +53,10 @@ class AsnClasses:
     def shipped(cls) -> AsnClasses:
         """The lists in the package's ``data/asn`` directory."""
         base = resources.files("ipintel") / "data" / "asn"
-        read = lambda name: parse_asn_list((base / f"{name}.txt").read_text(encoding="utf-8"))  # noqa: E731
+
+        def read(name: str) -> frozenset[int]:
+            return parse_asn_list((base / f"{name}.txt").read_text(encoding="utf-8"))
+
         return cls(hosting=read("hosting"), vpn=read("vpn"), mobile=read("mobile"))
 
 

@@ -1,6 +1,8 @@
 """The downloaded feeds as a signal source: which lists hold the address.
 
-What each feed means lives here; fetching, storing and matching them is
+What each feed is evidence of is stated in its entry of the feed catalogue
+(:mod:`ipintel.infra.feed_catalogue`, ``evidence`` and ``reason``), next to
+where it comes from; fetching, storing and matching them is
 :mod:`ipintel.infra.feeds`. An entry that is a single address (every Tor exit,
 a VPN provider's server) is exact evidence; a wider prefix is evidence about
 the network.
@@ -14,21 +16,6 @@ from ipintel.addresses import IPAddress
 from ipintel.capabilities.vpn.signals import Kind, Signal, Strength
 from ipintel.infra.feeds import HOST, FeedManager
 
-# feed name -> (what being on it means, the reason reported)
-FEED_MEANINGS: dict[str, tuple[Kind, str]] = {
-    "tor": (Kind.TOR, "tor-exit"),
-    "vpn": (Kind.VPN, "vpn-range:x4bnet"),
-    "aws": (Kind.HOSTING, "cloud:aws"),
-    "gcp": (Kind.HOSTING, "cloud:gcp"),
-    "azure": (Kind.HOSTING, "cloud:azure"),
-    "oracle": (Kind.HOSTING, "cloud:oracle"),
-    "cloudflare": (Kind.HOSTING, "cloud:cloudflare"),
-    "digitalocean": (Kind.HOSTING, "cloud:digitalocean"),
-    # X4BNet's datacenter list holds VPN networks too, but does not say which:
-    # it is evidence of hosting only.
-    "datacenter": (Kind.HOSTING, "datacenter:x4bnet"),
-}
-
 
 class FeedSource:
     name = "feeds"
@@ -36,7 +23,8 @@ class FeedSource:
 
     def __init__(self, feeds: FeedManager) -> None:
         self.feeds = feeds
-        self._meanings = [(state, *FEED_MEANINGS[name]) for name, state in feeds.feeds.items() if name in FEED_MEANINGS]
+        # A misspelt ``evidence`` in the catalogue fails here, at start, not in a verdict.
+        self._meanings = [(state, Kind(state.spec.evidence), state.spec.reason) for state in feeds.feeds.values()]
 
     async def signals(self, ip: IPAddress) -> Sequence[Signal]:
         # Called for every verdict with ~10 feeds: the address is converted once and each

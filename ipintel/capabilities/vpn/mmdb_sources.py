@@ -28,28 +28,37 @@ ANONYMOUS_FIELDS: tuple[tuple[str, Kind, str], ...] = (
 )
 
 
-def _record(db: MmdbFile | None, ip: IPAddress) -> dict[str, Any] | None:
-    if db is None or not db.loaded:
-        return None
-    try:
-        record, _ = db.lookup(ip)
-    except (LookupError, maxminddb.InvalidDatabaseError):  # closed or replaced under us; a corrupt file
-        return None
-    return record
+class _DatabaseSource:
+    """A signal source reading one optional ``.mmdb`` file (``None``: not configured)."""
 
-
-class AnonymousIpSource:
-    """GeoIP2 Anonymous-IP: MaxMind's list of VPN, proxy, Tor and hosting
-    addresses - a primary list, so its anonymising flags are exact evidence."""
-
-    name = "anonymous-db"
     local = True
 
     def __init__(self, db: MmdbFile | None) -> None:
         self.db = db
 
+    def record(self, ip: IPAddress) -> dict[str, Any] | None:
+        """The file's record for ``ip``; ``None`` when there is none or the file cannot answer."""
+        db = self.db
+        if db is None or not db.loaded:
+            return None
+        try:
+            record, _ = db.lookup(ip)
+        except (LookupError, maxminddb.InvalidDatabaseError):  # closed or replaced under us; a corrupt file
+            return None
+        return record
+
+    def complete(self) -> bool:
+        return self.db is None or self.db.loaded
+
+
+class AnonymousIpSource(_DatabaseSource):
+    """GeoIP2 Anonymous-IP: MaxMind's list of VPN, proxy, Tor and hosting
+    addresses - a primary list, so its anonymising flags are exact evidence."""
+
+    name = "anonymous-db"
+
     async def signals(self, ip: IPAddress) -> Sequence[Signal]:
-        record = _record(self.db, ip)
+        record = self.record(ip)
         if not record:
             return ()
         return [
@@ -58,26 +67,16 @@ class AnonymousIpSource:
             if record.get(field) is True
         ]
 
-    def complete(self) -> bool:
-        return self.db is None or self.db.loaded
 
-
-class ConnectionTypeSource:
+class ConnectionTypeSource(_DatabaseSource):
     """GeoIP2 Connection-Type: ``Cellular`` is the one value that is evidence
     (of a mobile network); ``Cable/DSL``, ``Corporate``, ``Satellite`` are not
     signals this answer has a flag for."""
 
     name = "connection-db"
-    local = True
-
-    def __init__(self, db: MmdbFile | None) -> None:
-        self.db = db
 
     async def signals(self, ip: IPAddress) -> Sequence[Signal]:
-        record = _record(self.db, ip)
+        record = self.record(ip)
         if record and record.get("connection_type") == "Cellular":
             return (Signal(Kind.MOBILE, Strength.NETWORK, "connection-type:cellular"),)
         return ()
-
-    def complete(self) -> bool:
-        return self.db is None or self.db.loaded

@@ -22,7 +22,6 @@ from typing import Any
 from ipintel.addresses import IPAddress
 from ipintel.capabilities.vpn.signals import Kind, Signal
 
-ANONYMISING = frozenset({Kind.VPN, Kind.PROXY, Kind.TOR})
 # Indexed by the strongest anonymising Strength (0: none fired).
 _CONFIDENCE = (None, "low", "medium", "high")
 

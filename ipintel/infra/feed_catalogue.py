@@ -1,0 +1,150 @@
+"""The address feeds the service knows: one entry per feed, the only list of their names.
+
+An entry says everything about a feed: where it is published, how to read it,
+how often to fetch it, what a believable copy looks like
+(:class:`~ipintel.infra.feeds.FeedManager` acts on that), and what being on
+it is evidence of (:class:`~ipintel.capabilities.vpn.feed_ranges.FeedSource`
+reads that). ``IPINTEL_FEED_URLS`` accepts the names of :data:`FEED_NAMES`.
+Adding a feed is one entry here (and a parser in :mod:`.feed_formats` when
+its format is new).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ipintel.infra import feed_formats as formats
+
+HOUR = 3600.0
+DAY = 24 * HOUR
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeedSpec:
+    """What a feed is: where it comes from, how to read it, how often, what a
+    believable copy looks like, and what being on it means."""
+
+    name: str
+    urls: tuple[str, ...]  # default sources; several when v4 and v6 are published apart
+    parser: formats.Parser
+    # What an address on the feed is evidence of, in VPN detection's words: a
+    # ``vpn.Kind`` value ("tor", "vpn", "hosting"), and the reason a verdict reports.
+    evidence: str
+    reason: str
+    min_prefixes: int  # fewer than this after parsing: refused, the last good copy stays
+    max_bytes: int  # per downloaded body
+    interval: float = DAY  # seconds between refreshes
+    stale_after: float = 3 * DAY  # a copy older than this is "stale": verdicts built on it are less sure
+    # When a URL answers with a page rather than the data (Azure's download page),
+    # find the data's link in it.
+    locate: Callable[[bytes], str | None] | None = None
+    description: str = ""
+
+
+_X4B = "https://raw.githubusercontent.com/X4BNet/lists_vpn/main/output"
+
+DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
+    FeedSpec(
+        name="tor",
+        urls=("https://check.torproject.org/torbulkexitlist",),
+        parser=formats.text_list,
+        evidence="tor",
+        reason="tor-exit",
+        interval=HOUR,
+        stale_after=3 * HOUR,
+        min_prefixes=100,  # about 1,000-1,500 exits are listed at any time
+        max_bytes=4 * MIB,
+        description="Tor Project bulk exit list",
+    ),
+    FeedSpec(
+        name="aws",
+        urls=("https://ip-ranges.amazonaws.com/ip-ranges.json",),
+        parser=formats.aws_ip_ranges,
+        evidence="hosting",
+        reason="cloud:aws",
+        min_prefixes=1000,  # about 10,000
+        max_bytes=16 * MIB,
+        description="AWS ip-ranges.json",
+    ),
+    FeedSpec(
+        name="gcp",
+        urls=("https://www.gstatic.com/ipranges/cloud.json",),
+        parser=formats.google_cloud,
+        evidence="hosting",
+        reason="cloud:gcp",
+        min_prefixes=100,  # about 900
+        max_bytes=8 * MIB,
+        description="Google Cloud cloud.json",
+    ),
+    FeedSpec(
+        name="azure",
+        # The weekly file has a new name each week (ServiceTags_Public_YYYYMMDD.json);
+        # Microsoft's download page for it (id 56519) is the stable address and links
+        # the current file. A direct JSON URL (a mirror) works too.
+        urls=("https://www.microsoft.com/en-us/download/details.aspx?id=56519",),
+        parser=formats.azure_service_tags,
+        evidence="hosting",
+        reason="cloud:azure",
+        stale_after=3 * DAY,  # Microsoft publishes weekly; a week-old copy is still current
+        min_prefixes=1000,  # tens of thousands
+        max_bytes=32 * MIB,  # about 4 MB today
+        locate=formats.azure_download_link,
+        description="Azure service tags (public cloud)",
+    ),
+    FeedSpec(
+        name="oracle",
+        urls=("https://docs.oracle.com/en-us/iaas/tools/public_ip_ranges.json",),
+        parser=formats.oracle_cloud,
+        evidence="hosting",
+        reason="cloud:oracle",
+        min_prefixes=50,
+        max_bytes=8 * MIB,
+        description="Oracle Cloud public_ip_ranges.json",
+    ),
+    FeedSpec(
+        name="cloudflare",
+        urls=("https://www.cloudflare.com/ips-v4", "https://www.cloudflare.com/ips-v6"),
+        parser=formats.text_list,
+        evidence="hosting",
+        reason="cloud:cloudflare",
+        stale_after=7 * DAY,  # changes a few times a decade
+        min_prefixes=10,  # 15 IPv4 + 7 IPv6 prefixes
+        max_bytes=1 * MIB,
+        description="Cloudflare ips-v4 and ips-v6",
+    ),
+    FeedSpec(
+        name="digitalocean",
+        urls=("https://digitalocean.com/geo/google.csv",),
+        parser=formats.geofeed_csv,
+        evidence="hosting",
+        reason="cloud:digitalocean",
+        min_prefixes=100,
+        max_bytes=8 * MIB,
+        description="DigitalOcean geofeed (RFC 8805 CSV)",
+    ),
+    FeedSpec(
+        name="vpn",
+        urls=(f"{_X4B}/vpn/ipv4.txt", f"{_X4B}/vpn/ipv6.txt"),
+        parser=formats.text_list,
+        evidence="vpn",
+        reason="vpn-range:x4bnet",
+        min_prefixes=100,
+        max_bytes=16 * MIB,
+        description="X4BNet lists_vpn: known VPN networks",
+    ),
+    FeedSpec(
+        name="datacenter",
+        urls=(f"{_X4B}/datacenter/ipv4.txt", f"{_X4B}/datacenter/ipv6.txt"),
+        parser=formats.text_list,
+        # The list holds VPN networks too, but does not say which: it is evidence of hosting only.
+        evidence="hosting",
+        reason="datacenter:x4bnet",
+        min_prefixes=1000,
+        max_bytes=32 * MIB,
+        description="X4BNet lists_vpn: datacenter and VPN networks",
+    ),
+)
+
+FEED_NAMES: tuple[str, ...] = tuple(spec.name for spec in DEFAULT_FEEDS)
