@@ -1,10 +1,11 @@
-"""JSON encoding of the answers: orjson, with the standard library for what orjson refuses.
+"""JSON encoding of every answer: orjson, with the standard library for what orjson refuses.
 
 Encoding is a large share of an uncached answer's cost: the standard
 library's encoder spends about 9 µs on a ``/cidr`` record, orjson under 1 µs.
 orjson refuses integers beyond 64 bits, which IPv6 host counts reach
-(``totalHosts`` of a /48 is 2^80); those answers take the standard encoder,
-whose output is the same JSON.
+(``totalHosts`` of a /48 is 2^80), and lone surrogates, which a client can
+send as a JSON escape (``"\\ud800"`` in an MCP request id) that an answer
+echoes; those answers take the standard encoder, whose output is the same JSON.
 """
 
 from __future__ import annotations
@@ -20,4 +21,10 @@ def dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        pass
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate: UTF-8 cannot hold it, so it goes out as the escape it came in as.
+        return json.dumps(value, allow_nan=False, separators=(",", ":")).encode("ascii")

@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Any
 
+from ipintel.infra.memo import BoundedMemo
+
 _STANDARD = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 
 
@@ -44,18 +46,14 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-_QUOTED: dict[str | None, str] = {}
-_QUOTED_MAX = 4096
+_QUOTED: BoundedMemo[str | None, str] = BoundedMemo(4096)
 
 
 def _quoted(text: str | None) -> str:
     """``text`` as a JSON string (or ``null``). Route templates and callers'
-    addresses repeat from request to request, so their JSON forms are
-    remembered (bounded: emptied when full)."""
+    addresses repeat from request to request, so their JSON forms are remembered."""
     known = _QUOTED.get(text)
     if known is None:
-        if len(_QUOTED) >= _QUOTED_MAX:
-            _QUOTED.clear()
         known = _QUOTED[text] = json.dumps(text)  # a unix socket peer is a path: quoting is needed
     return known
 

@@ -42,7 +42,7 @@ log = logging.getLogger("ipintel.metrics")
 
 # No ``*_created`` series: they double the series count and Prometheus does not
 # need them to compute rates. (A process-wide switch of prometheus-client.)
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated
 
 # Request latency: the service answers from memory in about a millisecond and
 # from upstreams in tens of milliseconds up to the timeouts (2 s DNS, 3 s
@@ -188,24 +188,9 @@ class StateCollector(Collector):
         caches = getattr(self.intel, "caches", None)
         if not isinstance(caches, Mapping):
             return
-        counters = {
-            "hits": "Lookups answered from the cache.",
-            "misses": "Lookups that started a load (cache misses).",
-            "coalesced": "Lookups that joined a load already under way (single flight).",
-            "evictions": "Entries pushed out to make room.",
-        }
-        gauges = {"entries": "Entries held now.", "max_entries": "Entries the cache may hold."}
-        families: dict[str, Metric] = {}
-        for key, help_text in counters.items():
-            families[key] = CounterMetricFamily(f"ipintel_cache_{key}", help_text, labels=["cache"])
-        for key, help_text in gauges.items():
-            families[key] = GaugeMetricFamily(f"ipintel_cache_{key}", help_text, labels=["cache"])
-        for name, cache in sorted(caches.items()):
-            stats = _stats_of(cache)
-            for key, family in families.items():
-                if isinstance(stats.get(key), int | float):
-                    family.add_metric([str(name)], stats[key])
-        yield from families.values()
+        yield from _stat_families(
+            "cache", ((name, _stats_of(cache)) for name, cache in sorted(caches.items())), _CACHE_STATS
+        )
 
     def _limiter(self) -> Iterator[Metric]:
         limiter = self.limiter
@@ -215,33 +200,10 @@ class StateCollector(Collector):
         if not stats:
             rejections = getattr(limiter, "rejections", None)
             if isinstance(rejections, Mapping):
-                stats = {scope: {"rejections": count} for scope, count in rejections.items()}
-        rejected = CounterMetricFamily(
-            "ipintel_rate_limit_rejections", "Requests refused with 429, by rate-limit scope.", labels=["scope"]
-        )
-        evicted = CounterMetricFamily(
-            "ipintel_rate_limit_evictions",
-            "Client buckets dropped because the tracked-client cap was reached.",
-            labels=["scope"],
-        )
-        tracked = GaugeMetricFamily(
-            "ipintel_rate_limit_tracked_clients", "Clients with a partly spent bucket.", labels=["scope"]
-        )
-        limit = GaugeMetricFamily(
-            "ipintel_rate_limit_per_minute", "Requests per minute one client may make, per pod.", labels=["scope"]
-        )
-        for scope, values in sorted(stats.items()):
-            if not isinstance(values, Mapping):
-                continue
-            for family, key in (
-                (rejected, "rejections"),
-                (evicted, "evictions"),
-                (tracked, "tracked"),
-                (limit, "limit"),
-            ):
-                if isinstance(values.get(key), int | float):
-                    family.add_metric([str(scope)], values[key])
-        yield from (rejected, evicted, tracked, limit)
+                stats = {quota: {"rejections": count} for quota, count in rejections.items()}
+        # The label is "scope", the quotas' public name (docs/API.md#rate-limits).
+        by_quota = ((quota, values) for quota, values in sorted(stats.items()) if isinstance(values, Mapping))
+        yield from _stat_families("scope", by_quota, _QUOTA_STATS)
 
     def _feeds(self) -> Iterator[Metric]:
         feed_health = getattr(self.intel, "feed_health", None)
@@ -270,8 +232,8 @@ class StateCollector(Collector):
 
     def _dnsbls(self) -> Iterator[Metric]:
         zones = getattr(self.intel, "dnsbl_zones", None)
-        tests = getattr(self.intel, "dnsbl_tests", None)
-        if zones is None or not callable(getattr(tests, "state", None)):
+        state_of = getattr(getattr(self.intel, "dnsbl_tests", None), "state", None)
+        if zones is None or not callable(state_of):
             return
         family = GaugeMetricFamily(
             "ipintel_dnsbl_self_test",
@@ -279,7 +241,7 @@ class StateCollector(Collector):
             labels=["zone", "verdict"],
         )
         for zone in zones:
-            state = tests.state(zone)
+            state = state_of(zone)
             family.add_metric([zone.name, getattr(state, "verdict", None) or "untested"], 1)
         yield family
 
@@ -309,6 +271,60 @@ class StateCollector(Collector):
             for (kind, outcome), count in sorted(reloads.items()):
                 family.add_metric([kind, outcome], count)
             yield family
+
+
+# A statistic a component reports by name, as one series family: (key in its stats(), family, metric name, help).
+_Stat = tuple[str, type[CounterMetricFamily] | type[GaugeMetricFamily], str, str]
+
+_CACHE_STATS: tuple[_Stat, ...] = (
+    ("hits", CounterMetricFamily, "ipintel_cache_hits", "Lookups answered from the cache."),
+    ("misses", CounterMetricFamily, "ipintel_cache_misses", "Lookups that started a load (cache misses)."),
+    (
+        "coalesced",
+        CounterMetricFamily,
+        "ipintel_cache_coalesced",
+        "Lookups that joined a load already under way (single flight).",
+    ),
+    ("evictions", CounterMetricFamily, "ipintel_cache_evictions", "Entries pushed out to make room."),
+    ("entries", GaugeMetricFamily, "ipintel_cache_entries", "Entries held now."),
+    ("max_entries", GaugeMetricFamily, "ipintel_cache_max_entries", "Entries the cache may hold."),
+)
+
+_QUOTA_STATS: tuple[_Stat, ...] = (
+    (
+        "rejections",
+        CounterMetricFamily,
+        "ipintel_rate_limit_rejections",
+        "Requests refused with 429, by rate-limit scope.",
+    ),
+    (
+        "evictions",
+        CounterMetricFamily,
+        "ipintel_rate_limit_evictions",
+        "Client buckets dropped because the tracked-client cap was reached.",
+    ),
+    ("tracked", GaugeMetricFamily, "ipintel_rate_limit_tracked_clients", "Clients with a partly spent bucket."),
+    (
+        "limit",
+        GaugeMetricFamily,
+        "ipintel_rate_limit_per_minute",
+        "Requests per minute one client may make, per pod.",
+    ),
+)
+
+
+def _stat_families(
+    label: str, components: Iterable[tuple[object, Mapping[str, Any]]], stats: Iterable[_Stat]
+) -> list[Metric]:
+    """One family per statistic of ``stats``, with a series (``label`` = the component's name) for each
+    component of ``components`` (name, its ``stats()``) that reports the statistic as a number."""
+    families = [(key, family(name, help_text, labels=[label])) for key, family, name, help_text in stats]
+    for component, values in components:
+        for key, family in families:
+            value = values.get(key)
+            if isinstance(value, int | float):
+                family.add_metric([str(component)], value)
+    return [family for _, family in families]
 
 
 def _stats_of(component: Any) -> dict[str, Any]:

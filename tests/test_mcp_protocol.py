@@ -10,10 +10,11 @@ import pytest
 
 from ipintel.addresses import IPAddress
 from ipintel.api.mcp.protocol import MAX_BATCH
-from ipintel.api.mcp.transport import _DRAIN_BYTES, OriginPolicy
+from ipintel.api.mcp.transport import OriginPolicy
 from ipintel.capabilities.asn import AsnInfo
 from ipintel.service import Intel
 from ipintel.settings import Settings
+from ipintel.web.body import DRAIN_BYTES
 from tests.support.app import running_app
 from tests.support.mcp import JSON_HEADERS, answers_of, call_tool, check_transport, error_of, post, rpc
 
@@ -439,7 +440,7 @@ async def test_a_streamed_body_is_refused_once_it_passes_the_limit_and_not_read_
         response = await client.post("/mcp", content=endless(), headers=JSON_HEADERS)
     assert response.status_code == 413
     assert answers_of(response)["error"]["code"] == -32000
-    assert sent <= 64 * 1024 + _DRAIN_BYTES + 2 * len(chunk), f"the server read {sent} bytes of a 50 MiB body"
+    assert sent <= 64 * 1024 + DRAIN_BYTES + 2 * len(chunk), f"the server read {sent} bytes of a 50 MiB body"
 
 
 async def test_a_declared_length_far_over_the_limit_is_refused_before_reading(settings: Settings) -> None:
@@ -454,7 +455,7 @@ async def test_a_declared_length_far_over_the_limit_is_refused_before_reading(se
 
     async with running_app(settings) as client:
         request = client.build_request("POST", "/mcp", content=body(), headers=JSON_HEADERS)
-        request.headers["content-length"] = str(4096 + _DRAIN_BYTES + 1)
+        request.headers["content-length"] = str(4096 + DRAIN_BYTES + 1)
         response = await client.send(request)
     assert response.status_code == 413
     assert sent <= 8192, f"the server read {sent} bytes of a body it had already refused"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ from ipintel.settings import FEED_NAMES, Settings
 from tests.support.app import running_app
 from tests.support.dns_server import DnsServer
 from tests.support.dnsbl import answers_everything, healthy_list
-from tests.support.feeds import FeedServer
+from tests.support.feeds import FeedServer, wait_for_feeds
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -44,10 +43,9 @@ async def scrape(client: httpx.AsyncClient) -> Samples:
 
 
 @pytest.fixture
-def dns() -> Iterator[DnsServer]:
-    with DnsServer() as server:
-        server.add("example.com", "A", "93.184.215.14", ttl=0)
-        yield server
+def dns(dns: DnsServer) -> DnsServer:
+    dns.add("example.com", "A", "93.184.215.14", ttl=0)
+    return dns
 
 
 async def test_requests_are_counted_by_route_template_and_status(settings: Settings) -> None:
@@ -181,16 +179,11 @@ async def test_metrics_is_documented_in_openapi(settings: Settings) -> None:
     assert "text/plain" in document["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
 
 
-async def test_feed_ages_and_feed_downloads_once_feeds_are_loaded(settings: Settings) -> None:
-    async with FeedServer() as feeds:
-        feeds.serve_world()
-        with_feeds = settings.replace(feeds_enabled=True, feed_urls=feeds.feed_urls())
-        async with running_app(with_feeds) as client:
-            intel = client.app.state.intel  # type: ignore[attr-defined]
-            async with asyncio.timeout(20):
-                while {h["status"] for h in intel.feed_health().values()} != {"ok"}:  # noqa: ASYNC110
-                    await asyncio.sleep(0.02)
-            samples = await scrape(client)
+async def test_feed_ages_and_feed_downloads_once_feeds_are_loaded(settings: Settings, feed_server: FeedServer) -> None:
+    with_feeds = settings.replace(feeds_enabled=True, feed_urls=feed_server.feed_urls())
+    async with running_app(with_feeds) as client:
+        await wait_for_feeds(client, "ok")
+        samples = await scrape(client)
     for name in FEED_NAMES:
         age = value(samples, "ipintel_feed_age_seconds", feed=name)
         assert age is not None and 0 <= age < 60, name

@@ -1,4 +1,4 @@
-"""Rate limits (docs/API.md#rate-limits): bucket arithmetic, scopes, headers, client keys and memory bounds.
+"""Rate limits (docs/API.md#rate-limits): bucket arithmetic, quotas, headers, client keys and memory bounds.
 
 Time is a :class:`FakeClock` moved by hand: no test sleeps.
 """
@@ -17,16 +17,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ipintel.app import ENDPOINTS
+from ipintel.infra.limiter import UNKNOWN_CLIENT, RateLimiter, client_key, limiter_from_settings
 from ipintel.settings import DEFAULT_RATE_LIMITS, Settings
-from ipintel.web.ratelimit import (
-    MCP_RULES,
-    UNKNOWN_CLIENT,
-    RateLimiter,
-    RateLimitGate,
-    RateLimitMiddleware,
-    client_key,
-    limiter_from_settings,
-)
+from ipintel.web.gate import MCP_RULES, RateLimitGate, rate_limit_headers
+from ipintel.web.middleware import RequestContextMiddleware
 from tests.support.app import running_app
 from tests.support.clock import FakeClock
 
@@ -128,18 +122,17 @@ def test_clients_are_independent() -> None:
 def test_decision_headers() -> None:
     rl = limiter(FakeClock())
     allowed = rl.take("1.2.3.4", "general")
-    assert allowed.headers() == {
-        "RateLimit-Limit": "60",
-        "RateLimit-Remaining": "59",
-        "RateLimit-Reset": "1",
-        "RateLimit-Policy": "60;w=60",
+    assert dict(rate_limit_headers(allowed)) == {
+        b"ratelimit-limit": b"60",
+        b"ratelimit-remaining": b"59",
+        b"ratelimit-reset": b"1",
+        b"ratelimit-policy": b"60;w=60",
     }
     for _ in range(10):
         rl.take("1.2.3.4", "registry")
     refused = rl.take("1.2.3.4", "registry")
-    assert refused.headers()["Retry-After"] == "6"
-    assert refused.headers()["RateLimit-Policy"] == "10;w=60"
-    assert dict(refused.raw_headers()) == {k.lower().encode(): v.encode() for k, v in refused.headers().items()}
+    assert dict(rate_limit_headers(refused))[b"retry-after"] == b"6"
+    assert dict(rate_limit_headers(refused))[b"ratelimit-policy"] == b"10;w=60"
 
 
 def test_limits_off_means_no_limiter() -> None:
@@ -283,7 +276,7 @@ def _extra_limited_paths() -> list[tuple[str, str]]:
         "/blacklist/{ip}": "/blacklist/8.8.8.8",
         "/ip/{ip}/vpn": "/ip/8.8.8.8/vpn",
     }
-    return [(samples[ep.path], ep.scope) for ep in ENDPOINTS if ep.path in samples and ep.scope]
+    return [(samples[ep.path], ep.quota) for ep in ENDPOINTS if ep.path in samples and ep.quota]
 
 
 async def test_unlimited_routes_carry_no_rate_headers(settings: Settings) -> None:
@@ -380,7 +373,7 @@ async def test_cors_preflight_is_not_counted(settings: Settings) -> None:
 
 
 async def test_registry_scope_eleventh_request_is_refused_then_recovers() -> None:
-    """The registry scope on the middleware itself, over an app whose handler
+    """The registry quota on the request middleware alone, over an app whose handler
     answers like the real /whois does without an upstream (502)."""
     clock = FakeClock()
     rl = RateLimiter(LIMITS, clock=clock)
@@ -390,7 +383,7 @@ async def test_registry_scope_eleventh_request_is_refused_then_recovers() -> Non
 
     app = Starlette(routes=[Route("/whois/{ip}", whois)])
     rules = [("/whois/{ip}", "registry"), ("/blacklist/{ip}", "registry"), *MCP_RULES]
-    wrapped = RateLimitMiddleware(app, limiter=rl, rules=rules)
+    wrapped = RequestContextMiddleware(app, gate=RateLimitGate(limiter=rl, rules=rules))
     transport = httpx.ASGITransport(app=wrapped, client=("8.8.8.8", 1))
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         answers = [await client.get("/whois/1.1.1.1") for _ in range(11)]
@@ -424,24 +417,24 @@ async def test_registry_scope_through_the_app_whois_and_blacklist_share_it(setti
 
 
 def test_the_remembered_scopes_of_paths_are_bounded_and_right() -> None:
-    """Request paths are the client's to choose: the memo of their scopes cannot grow without bound."""
-    gate = RateLimitGate(limiter=None, rules=[*((ep.path, ep.scope) for ep in ENDPOINTS), *MCP_RULES])
+    """Request paths are the client's to choose: the memo of their quotas cannot grow without bound."""
+    gate = RateLimitGate(limiter=None, rules=[*((ep.path, ep.quota) for ep in ENDPOINTS), *MCP_RULES])
     rules = gate.rules
     for i in range(10_000):
-        assert rules.scope_of(f"/ip/{i}") == "general"
-        assert rules.scope_of(f"/nowhere/{i}") is None
+        assert rules.quota_of(f"/ip/{i}") == "general"
+        assert rules.quota_of(f"/nowhere/{i}") is None
     assert len(rules._known) <= 4096
-    assert rules.scope_of("/dns/example.com") == "dns"
-    assert rules.scope_of("/whois/" + "1" * 300) == "registry"  # too long to remember, still matched
+    assert rules.quota_of("/dns/example.com") == "dns"
+    assert rules.quota_of("/whois/" + "1" * 300) == "registry"  # too long to remember, still matched
     assert "/whois/" + "1" * 300 not in rules._known
 
 
 async def test_a_trailing_newline_is_limited_like_a_trailing_space(settings: Settings) -> None:
     """The gate and the router agree on paths ending in a newline (a route's ``$`` would
     match before it): a path the router serves is limited, one it does not is not."""
-    gate = RateLimitGate(limiter=None, rules=[*((ep.path, ep.scope) for ep in ENDPOINTS), *MCP_RULES])
+    gate = RateLimitGate(limiter=None, rules=[*((ep.path, ep.quota) for ep in ENDPOINTS), *MCP_RULES])
     for path in ("/cidr", "/ip/8.8.8.8/vpn", "/dns/8.8.8.8/reverse", "/ip/8.8.8.8", "/ip"):
-        assert gate.rules.scope_of(path + "\n") == gate.rules.scope_of(path + " "), path
+        assert gate.rules.quota_of(path + "\n") == gate.rules.quota_of(path + " "), path
     async with running_app(limited(settings), client=("8.8.8.8", 1), clock=FakeClock()) as client:
         for path in ("/ip/8.8.8.8/vpn", "/dns/8.8.8.8/reverse", "/ip/8.8.8.8"):
             space, newline = [await client.get(path + end) for end in ("%20", "%0A")]

@@ -6,7 +6,6 @@ stream per request, which keeps the hot path close to a bare handler.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import re
@@ -17,22 +16,17 @@ from collections.abc import Callable
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ipintel.errors import ApiError
 from ipintel.logs import access_log
-from ipintel.web.ratelimit import RateLimitGate, refuse
+from ipintel.web.gate import RateLimitGate, rate_limit_headers, refuse
+from ipintel.web.responses import send_error
 
 errors_log = logging.getLogger("ipintel.error")
 
 RequestObserver = Callable[[str, str, int, float], None]
 
 _SANE_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")  # fullmatch: "$" would let "abc\n" pass
-_INTERNAL = json.dumps(
-    {
-        "error": {
-            "code": "internal_error",
-            "message": "an internal error occurred; quote the request id when reporting it",
-        }
-    }
-).encode()
+_INTERNAL = ApiError("internal_error", "an internal error occurred; quote the request id when reporting it")
 
 
 # Request ids must be unique, not secret: a PRNG seeded from the OS is enough,
@@ -44,7 +38,8 @@ def _request_id(scope: Scope) -> str:
     for name, value in scope.get("headers", ()):
         if name == b"x-request-id":
             if _SANE_ID.fullmatch(value):
-                return value.decode("ascii")
+                text: str = value.decode("ascii")
+                return text
             break
     return f"{_ids.getrandbits(64):016x}"
 
@@ -89,28 +84,16 @@ class RequestContextMiddleware:
         try:
             decision = self.gate.admit(scope) if self.gate is not None else None
             if decision is not None:
-                extra = decision.raw_headers()
+                extra = rate_limit_headers(decision)
                 if not decision.allowed:
-                    await refuse(send_with_id, scope["path"], decision, [])  # send_with_id adds `extra`
+                    await refuse(send_with_id, scope["path"], decision)  # send_with_id adds `extra`
                     return
             await self.app(scope, receive, send_with_id)
         except Exception:
             errors_log.exception("unhandled error", extra={"request_id": request_id, "path": scope.get("path")})
             if status == 0:
                 status = 500
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 500,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(_INTERNAL)).encode()),
-                            header,
-                            *extra,
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": _INTERNAL})
+                await send_error(send, _INTERNAL, [header, *extra])
         finally:
             observe = self.observe
             if access_log.enabled or observe is not None:

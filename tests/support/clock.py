@@ -8,7 +8,7 @@ class FakeClock:
 
     Pass it wherever a ``clock`` is accepted (``create_app(clock=...)``,
     ``running_app(settings, clock=...)``, :class:`~ipintel.infra.cache.Cache`,
-    :class:`~ipintel.web.ratelimit.RateLimiter`)."""
+    :class:`~ipintel.infra.limiter.RateLimiter`)."""
 
     def __init__(self, start: float = 1000.0) -> None:
         self.now = start

@@ -35,6 +35,7 @@ from ipintel.api.mcp.envelope import (
 from ipintel.api.mcp.tools import CallContext, ToolSet
 from ipintel.errors import ApiError
 from ipintel.schema_files import load_schema
+from ipintel.web.responses import rpc_error
 
 if TYPE_CHECKING:
     from ipintel.service import Intel
@@ -47,7 +48,6 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-SERVER_ERROR = -32000  # transport-level refusals (403, 405, 413, 415, 429)
 
 # ``initialize`` agrees on a legacy version it is asked for, and answers any other with the newest
 # legacy one, as the reference server does: a client that asked for something newer (2026-07-28 in a
@@ -62,13 +62,6 @@ TOOLS_TTL_MS = 3_600_000
 MAX_BATCH: int = load_schema("mcp/batch")["maxItems"]
 
 Answer = dict[str, Any]
-
-
-def error(id_: str | int | None, code: int, message: str, data: Any = None) -> Answer:
-    body: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        body["data"] = data
-    return {"jsonrpc": "2.0", "id": id_, "error": body}
 
 
 def result(id_: str | int, value: dict[str, Any]) -> Answer:
@@ -201,9 +194,9 @@ class McpProtocol:
         """The answer to a parsed body: an object, an array (batch), or None (nothing to answer: 202)."""
         if isinstance(payload, list):
             if not payload:
-                return error(None, INVALID_REQUEST, "an empty batch is not a valid JSON-RPC request")
+                return rpc_error(None, INVALID_REQUEST, "an empty batch is not a valid JSON-RPC request")
             if len(payload) > MAX_BATCH:
-                return error(
+                return rpc_error(
                     None,
                     INVALID_REQUEST,
                     f"a batch holds at most {MAX_BATCH} messages, this one has {len(payload)}: "
@@ -232,7 +225,7 @@ class McpProtocol:
 
         Never raises; the transport picks the HTTP status from the error code."""
         if isinstance(payload, list):
-            return error(
+            return rpc_error(
                 None,
                 INVALID_REQUEST,
                 "a 2026-07-28 POST carries one JSON-RPC request or notification: batches were removed "
@@ -245,23 +238,25 @@ class McpProtocol:
     ) -> Answer | None:
         kind, outcome = self._classify(message)
         if kind == "response":
-            return outcome or error(
+            return outcome or rpc_error(
                 None,
                 INVALID_REQUEST,
                 "a 2026-07-28 client does not post JSON-RPC responses: this server sends no requests",
             )
         if kind == "notification":
             rejection = None if outcome else check_notification(message, headers)
-            return outcome or (error(None, rejection.code, rejection.message, rejection.data) if rejection else None)
+            return outcome or (
+                rpc_error(None, rejection.code, rejection.message, rejection.data) if rejection else None
+            )
         if kind != "request":
             return outcome
         id_ = message["id"]
         rejection = check_request(message, headers)
         if rejection is not None:
-            return error(id_, rejection.code, rejection.message, rejection.data)
+            return rpc_error(id_, rejection.code, rejection.message, rejection.data)
         method = message["method"]
         if method in _REMOVED_METHODS:
-            return error(
+            return rpc_error(
                 id_,
                 METHOD_NOT_FOUND,
                 f"{method!r} was removed in MCP 2026-07-28 ({_REMOVED_METHODS[method]}); "
@@ -282,11 +277,11 @@ class McpProtocol:
         try:
             return await work
         except RecursionError:
-            return error(None, INVALID_REQUEST, "the message is nested too deeply")
+            return rpc_error(None, INVALID_REQUEST, "the message is nested too deeply")
         except Exception:
             log.exception("MCP message failed", extra={"request_id": context.request_id})
             id_ = message.get("id") if isinstance(message, dict) else None
-            return error(
+            return rpc_error(
                 id_ if _valid_id(id_) else None,
                 INTERNAL_ERROR,
                 "internal error; quote the request id when reporting it",
@@ -297,14 +292,14 @@ class McpProtocol:
         """What a message is, ``request``, ``notification`` or ``response``, with the -32600 answer when its
         envelope is malformed (else ``None``); ``("invalid", answer)`` for what is none of them."""
         if not isinstance(message, dict):
-            return "invalid", error(
+            return "invalid", rpc_error(
                 None, INVALID_REQUEST, "a JSON-RPC message is an object (or a batch: an array of objects)"
             )
         if "method" in message:
             if "id" not in message:
                 problem = self._notification.problem(message)
                 # A notification is never answered, except that a malformed one is an Invalid Request (JSON-RPC 5.1).
-                return "notification", error(None, INVALID_REQUEST, problem) if problem else None
+                return "notification", rpc_error(None, INVALID_REQUEST, problem) if problem else None
             id_ = message["id"]
             problem = (
                 "the id must be a string or an integer (not null, a fraction, a boolean, an array or an object)"
@@ -312,13 +307,13 @@ class McpProtocol:
                 else self._request.problem(message)
             )
             if problem:
-                return "invalid", error(id_ if _valid_id(id_) else None, INVALID_REQUEST, problem)
+                return "invalid", rpc_error(id_ if _valid_id(id_) else None, INVALID_REQUEST, problem)
             return "request", None
         if "result" in message or "error" in message:
             # A client's answer to a server request: this server sends none, so there is nothing to do.
             problem = self._response.problem(message)
-            return "response", error(None, INVALID_REQUEST, problem) if problem else None
-        return "invalid", error(
+            return "response", rpc_error(None, INVALID_REQUEST, problem) if problem else None
+        return "invalid", rpc_error(
             None, INVALID_REQUEST, "not a JSON-RPC 2.0 message: it has neither a method nor a result or error"
         )
 
@@ -327,16 +322,16 @@ class McpProtocol:
     ) -> Answer:
         handler = methods.get(method)
         if handler is None:
-            return error(
+            return rpc_error(
                 id_,
                 METHOD_NOT_FOUND,
                 f"method {method[:64]!r} is not offered; this server offers {', '.join(methods)}",
             )
         if params is not None and not isinstance(params, dict):
-            return error(id_, INVALID_PARAMS, f"the params of {method} must be an object")
+            return rpc_error(id_, INVALID_PARAMS, f"the params of {method} must be an object")
         outcome = await handler(params or {}, context)
         if isinstance(outcome, _ParamsError):
-            return error(id_, INVALID_PARAMS, outcome.message)
+            return rpc_error(id_, INVALID_PARAMS, outcome.message)
         return result(id_, outcome)
 
     # Methods -------------------------------------------------------------------

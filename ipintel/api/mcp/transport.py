@@ -16,18 +16,15 @@ with a JSON-RPC error body.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import json
 import logging
-import math
 import re
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
@@ -39,20 +36,20 @@ from ipintel.api.mcp.protocol import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
-    SERVER_ERROR,
     Answer,
     McpProtocol,
-    error,
 )
 from ipintel.api.mcp.tools import TOOLS, CallContext, ToolSet
-from ipintel.errors import ApiError
+from ipintel.encoding import dumps
 from ipintel.schema_files import embeddable_schema
+from ipintel.web.body import is_json_media_type, read_body
 from ipintel.web.client import caller_of
+from ipintel.web.gate import quota_spender
+from ipintel.web.responses import RawResponse, rpc_error, rpc_refusal_body
 
 if TYPE_CHECKING:
     from ipintel.service import Intel
     from ipintel.settings import Settings
-    from ipintel.web.ratelimit import RateLimiter
 
 log = logging.getLogger("ipintel.mcp")
 
@@ -128,10 +125,6 @@ def _allowed_headers(headers: Any) -> str:
     return ", ".join([_ALLOW_HEADERS, *params])
 
 
-def _json_media_type(content_type: str) -> bool:
-    return content_type.partition(";")[0].strip().lower() == "application/json"
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -144,81 +137,6 @@ def _parse(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return json.loads(body, parse_constant=_reject_constant)
-
-
-def _encode(answer: Any) -> bytes:
-    try:
-        return orjson.dumps(answer)
-    except TypeError:  # orjson.JSONEncodeError: an integer past 64 bits, or a lone surrogate
-        pass
-    text = json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate the client sent as an escape ("\ud800" in an id or a method name) and we
-        # echo: UTF-8 cannot hold it, so it goes back as the same escape.
-        return json.dumps(answer, separators=(",", ":")).encode("ascii")
-
-
-# After refusing an oversized body, up to this much more of it is read and thrown away (within
-# _DRAIN_SECONDS) before the 413 goes out. A client that writes its whole body before reading
-# (httpx, most SDKs) would otherwise meet a connection reset instead of the answer, because the
-# server closes a connection whose body it left unread. Memory stays bounded: nothing is kept.
-_DRAIN_BYTES = 4 * 1024 * 1024
-_DRAIN_SECONDS = 2.0
-
-
-async def _read_limited(request: Request, limit: int) -> bytes | None:
-    """The body, or ``None`` once it would exceed ``limit``: never more than ``limit`` bytes are kept."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        if int(declared) <= limit + _DRAIN_BYTES:
-            await _discard(request.stream(), _DRAIN_BYTES)
-        return None
-    body = bytearray()
-    receive = request.receive
-    while True:  # the ASGI messages themselves: Request.stream() costs a measurable share of a tools/call
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect()
-        chunk = message.get("body", b"")
-        if len(body) + len(chunk) > limit:
-            if message.get("more_body", False):
-                await _discard(request.stream(), _DRAIN_BYTES)
-            return None
-        body += chunk
-        if not message.get("more_body", False):
-            return bytes(body)
-
-
-async def _discard(chunks: AsyncIterator[bytes], budget: int) -> None:
-    """Read and drop what is left of a refused body, up to ``budget`` bytes and ``_DRAIN_SECONDS``."""
-    with contextlib.suppress(TimeoutError, ClientDisconnect):
-        async with asyncio.timeout(_DRAIN_SECONDS):
-            async for chunk in chunks:
-                budget -= len(chunk)
-                if budget < 0:
-                    return
-
-
-def _no_limit(scope: str) -> None:
-    return None
-
-
-class _Answer:
-    """A JSON-RPC answer as the two ASGI messages that send it (what Starlette's Response would send, without
-    building one: on a cached tools/call that object is a measurable share of the time)."""
-
-    __slots__ = ("body", "content_type", "headers", "status")
-
-    def __init__(self, status: int, body: bytes, content_type: bytes, headers: dict[str, str]) -> None:
-        self.status, self.body, self.content_type, self.headers = status, body, content_type, headers
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raw = [(b"content-type", self.content_type), (b"content-length", str(len(self.body)).encode("ascii"))]
-        raw += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in self.headers.items()]
-        await send({"type": "http.response.start", "status": self.status, "headers": raw})
-        await send({"type": "http.response.body", "body": self.body})
 
 
 class McpEndpoint:
@@ -235,7 +153,7 @@ class McpEndpoint:
         response = await self.handle(Request(scope, receive))
         await response(scope, receive, send)
 
-    async def handle(self, request: Request) -> Response | _Answer:
+    async def handle(self, request: Request) -> Response | RawResponse:
         cors: dict[str, str] = {"Vary": "Origin"}
         origin = request.headers.get("origin")
         if origin is not None:
@@ -261,16 +179,16 @@ class McpEndpoint:
         except Exception:
             request_id = request.scope.get("state", {}).get("request_id")
             log.exception("MCP request failed", extra={"request_id": request_id})
-            answer = error(None, INTERNAL_ERROR, "internal error; quote the request id when reporting it")
-            return Response(_encode(answer), media_type="application/json", headers=cors)
+            answer = rpc_error(None, INTERNAL_ERROR, "internal error; quote the request id when reporting it")
+            return RawResponse(200, dumps(answer), cors)
 
-    async def _post(self, request: Request, cors: dict[str, str]) -> Response | _Answer:
+    async def _post(self, request: Request, cors: dict[str, str]) -> Response | RawResponse:
         content_type = request.headers.get("content-type", "")
-        if not _json_media_type(content_type):
+        if not is_json_media_type(content_type):
             shown = content_type[:60] or "none"
             return self._refusal(415, f"the body must be application/json (Content-Type was {shown})", cors)
         limit = self.settings.max_body_bytes
-        body = await _read_limited(request, limit)
+        body = await read_body(request, limit)
         if body is None:
             return self._refusal(413, f"the body is over the limit of {limit} bytes", cors)
         sse = _sse_only(request.headers.get("accept", ""))
@@ -278,11 +196,11 @@ class McpEndpoint:
         try:
             payload = _parse(body)
         except RecursionError:
-            failure = error(None, PARSE_ERROR, "the JSON is nested too deeply")
+            failure = rpc_error(None, PARSE_ERROR, "the JSON is nested too deeply")
             return self._reply(failure, sse, cors, _status(failure, is_modern(None, headers.version)))
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an int of too many digits, NaN
             detail = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-            failure = error(None, PARSE_ERROR, f"the body is not valid JSON{detail}")
+            failure = rpc_error(None, PARSE_ERROR, f"the body is not valid JSON{detail}")
             return self._reply(failure, sse, cors, _status(failure, is_modern(None, headers.version)))
         modern = is_modern(payload, headers.version)
         context = self._context(request)
@@ -297,20 +215,19 @@ class McpEndpoint:
 
     def _context(self, request: Request) -> CallContext:
         caller = caller_of(request.scope)
-        spend = _spender(request.app.state.limiter, caller.key)
+        spend = quota_spender(request.app.state.limiter, caller.key)
         return CallContext(caller_ip=caller.ip, spend=spend, request_id=request.scope["state"].get("request_id"))
 
     @staticmethod
-    def _reply(answer: Any, sse: bool, headers: dict[str, str], status: int = 200) -> _Answer:
+    def _reply(answer: Any, sse: bool, headers: dict[str, str], status: int = 200) -> RawResponse:
         if sse and status == 200:
-            event = b"event: message\ndata: " + _encode(answer) + b"\n\n"
-            return _Answer(status, event, b"text/event-stream", {**headers, "Cache-Control": "no-cache"})
-        return _Answer(status, _encode(answer), b"application/json", headers)
+            event = b"event: message\ndata: " + dumps(answer) + b"\n\n"
+            return RawResponse(status, event, {**headers, "Cache-Control": "no-cache"}, b"text/event-stream")
+        return RawResponse(status, dumps(answer), headers)
 
     @staticmethod
-    def _refusal(status: int, message: str, headers: dict[str, str]) -> Response:
-        answer = error(None, SERVER_ERROR, message, {"httpStatus": status})
-        return Response(_encode(answer), status_code=status, media_type="application/json", headers=headers)
+    def _refusal(status: int, message: str, headers: dict[str, str]) -> RawResponse:
+        return RawResponse(status, rpc_refusal_body(message, {"httpStatus": status}), headers)
 
 
 # The HTTP status of a 2026-07-28 error answer, as that revision's transport gives it: a request the
@@ -331,23 +248,6 @@ def _status(answer: Any, modern: bool) -> int:
     if not modern or not isinstance(answer, dict) or "error" not in answer:
         return 200
     return _MODERN_ERROR_STATUS.get(answer["error"]["code"], 200)
-
-
-def _spender(limiter: RateLimiter | None, key: str) -> Callable[[str], None]:
-    """The tool-scope half of the rate limits (docs/API.md#rate-limits): each tools/call spends a token of its tool's scope.
-
-    The limiter (``app.state.limiter``) is ``None`` when rate limits are off;
-    then a call spends nothing."""
-    if limiter is None:
-        return _no_limit
-
-    def spend(scope: str) -> None:
-        decision = limiter.take(key, scope)
-        if not decision.allowed:
-            wait = max(1, math.ceil(decision.retry_after or 1))
-            raise ApiError("rate_limited", f"the {scope} rate limit is spent; call again in {wait} s")
-
-    return spend
 
 
 def routes(intel: Intel, settings: Settings) -> list[BaseRoute]:

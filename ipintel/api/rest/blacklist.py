@@ -7,6 +7,7 @@ from typing import Any
 from starlette.requests import Request
 
 from ipintel.api.rest.endpoint import Endpoint, path_param
+from ipintel.infra.limiter import Quota
 from ipintel.service import Intel
 
 
@@ -31,7 +32,7 @@ ENDPOINTS = [
         ),
         schema="blacklist",
         errors=("invalid_ip", "ipv6_not_supported", "reserved_address"),
-        scope="registry",
+        quota=Quota.REGISTRY,
         parameters=(path_param("ip", "A public IPv4 address", "8.8.8.8"),),
         tags=("blacklist",),
     ),

@@ -7,6 +7,7 @@ from typing import Any
 from starlette.requests import Request
 
 from ipintel.api.rest.endpoint import Endpoint, query_param, query_params
+from ipintel.infra.limiter import Quota
 from ipintel.service import Intel
 
 
@@ -27,7 +28,7 @@ ENDPOINTS = [
         ),
         schema="cidr",
         errors=("invalid_range",),
-        scope="general",
+        quota=Quota.GENERAL,
         parameters=(query_param("range", "A range in CIDR notation", "192.168.1.0/24", required=True),),
         tags=("cidr",),
     ),

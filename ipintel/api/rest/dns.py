@@ -8,6 +8,7 @@ from starlette.requests import Request
 
 from ipintel.api.rest.endpoint import Endpoint, path_param, query_param, query_params
 from ipintel.capabilities.dns import RECORD_TYPES
+from ipintel.infra.limiter import Quota
 from ipintel.service import Intel
 
 
@@ -43,7 +44,7 @@ ENDPOINTS = [
         ),
         schema="dns",
         errors=("invalid_domain", "invalid_record_type", "domain_not_found", "upstream_error", "upstream_timeout"),
-        scope="dns",
+        quota=Quota.DNS,
         parameters=(
             path_param("domain", "A domain name (IDN accepted, one trailing dot allowed)", "example.com"),
             query_param(
@@ -70,7 +71,7 @@ ENDPOINTS = [
         ),
         schema="reverse",
         errors=("invalid_ip", "upstream_error", "upstream_timeout"),
-        scope="dns",
+        quota=Quota.DNS,
         parameters=(path_param("ip", "An IPv4 or IPv6 address", "8.8.8.8"),),
         tags=("dns",),
     ),

@@ -3,7 +3,8 @@ everything the OpenAPI document and the rate limiter need to know about it.
 
 Handlers are thin: they read path and query parameters, call one
 :class:`~ipintel.service.Intel` method and return its ``data`` object. Errors
-are raised as :class:`~ipintel.errors.ApiError` and rendered here.
+are raised as :class:`~ipintel.errors.ApiError` and answered as
+``{"error": ...}`` (:mod:`ipintel.web.responses`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ipintel.encoding import dumps
 from ipintel.errors import ApiError
+from ipintel.infra.limiter import Quota
+from ipintel.web.responses import data_body, send_body, send_error
 
 if TYPE_CHECKING:
     from ipintel.service import Intel
@@ -36,16 +37,15 @@ class Endpoint:
     summary: str
     schema: str  # file in schemas/ describing the `data` object, without ".json"
     errors: tuple[str, ...]  # error codes (docs/API.md#errors) this route can answer besides the common ones
-    scope: str | None  # rate-limit scope (docs/API.md#rate-limits), None when not limited
+    quota: Quota | None  # the rate-limit quota its requests spend (docs/API.md#rate-limits), None: not limited
     description: str = ""
     parameters: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     tags: tuple[str, ...] = ()
+    method: str = "GET"  # "POST" for a route that takes a JSON body
+    body_schema: str | None = None  # file in schemas/ describing that body
 
     def route(self) -> Route:
-        return Route(self.path, EndpointApp(self.handler), methods=["GET"], name=self.operation_id)
-
-
-_JSON = (b"content-type", b"application/json")
+        return Route(self.path, EndpointApp(self.handler), methods=[self.method], name=self.operation_id)
 
 
 class EndpointApp:
@@ -63,42 +63,13 @@ class EndpointApp:
         self.handler = handler
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers: list[tuple[bytes, bytes]]
+        head = scope["method"] == "HEAD"
         try:
             data = await self.handler(Request(scope, receive), scope["app"].state.intel)
-            status, body, headers = 200, render_data(data), [_JSON]
         except ApiError as error:
-            status, body = error.status, render_error(error)
-            headers = [_JSON, *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in error.headers.items())]
-        headers.append((b"content-length", str(len(body)).encode("ascii")))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
-
-
-# Rendered bodies of recent data objects, by identity. A cached answer is the
-# same (never mutated) object every time it is served, so its JSON is encoded
-# once; the entry holds the object itself, so its id cannot be reused while
-# the entry lives. Bounded: emptied when full.
-_RENDERED: dict[int, tuple[object, bytes]] = {}
-_RENDERED_MAX = 4096
-_RENDERED_MAX_BODY = 4096
-
-
-def render_data(data: dict[str, Any]) -> bytes:
-    """``{"data": data}`` as JSON bytes (Starlette's JSONResponse encoding)."""
-    known = _RENDERED.get(id(data))
-    if known is not None and known[0] is data:
-        return known[1]
-    body = dumps({"data": data})
-    if len(body) <= _RENDERED_MAX_BODY:  # big answers (long DNS lists) are not worth holding
-        if len(_RENDERED) >= _RENDERED_MAX:
-            _RENDERED.clear()
-        _RENDERED[id(data)] = (data, body)
-    return body
-
-
-def render_error(error: ApiError) -> bytes:
-    return dumps(error.to_dict())
+            await send_error(send, error, head=head)
+            return
+        await send_body(send, 200, data_body(data), head=head)
 
 
 _MEMO_QUERY_MAX = 512  # longer query strings are parsed every time, not remembered
@@ -119,10 +90,6 @@ def query_params(request: Request) -> QueryParams:
     if len(query_string) <= _MEMO_QUERY_MAX:
         return _parsed_query(query_string)
     return request.query_params
-
-
-def error_response(error: ApiError) -> JSONResponse:
-    return JSONResponse(error.to_dict(), status_code=error.status, headers=error.headers or None)
 
 
 def path_param(name: str, description: str, example: str) -> dict[str, Any]:

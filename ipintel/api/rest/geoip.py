@@ -8,6 +8,7 @@ from starlette.requests import Request
 
 from ipintel.api.rest.endpoint import Endpoint, path_param
 from ipintel.errors import ApiError
+from ipintel.infra.limiter import Quota
 from ipintel.service import Intel
 from ipintel.web.client import caller_of
 
@@ -36,7 +37,7 @@ ENDPOINTS = [
         description="The caller is the socket peer, or the client named by a trusted proxy (IPINTEL_TRUSTED_PROXIES).",
         schema="geoip",
         errors=_ERRORS,
-        scope="general",
+        quota=Quota.GENERAL,
         tags=("geoip",),
     ),
     Endpoint(
@@ -50,7 +51,7 @@ ENDPOINTS = [
         ),
         schema="geoip",
         errors=_ERRORS,
-        scope="general",
+        quota=Quota.GENERAL,
         parameters=(path_param("ip", "An IPv4 or IPv6 address", "8.8.8.8"),),
         tags=("geoip",),
     ),

@@ -50,7 +50,7 @@ def build_document(endpoints: Iterable[Endpoint], extra_paths: dict[str, Any] | 
         # An encoded slash in a path parameter ("/ip/8.8.8.8%2F24/vpn") makes it another path, one
         # with no route: 404 not_found is a real answer of every route with a path parameter.
         unrouted = ["not_found"] if "{" in ep.path and "not_found" not in ep.errors else []
-        codes = [*ep.errors, *unrouted, *_COMMON_ERRORS] + (["rate_limited"] if ep.scope else [])
+        codes = [*ep.errors, *unrouted, *_COMMON_ERRORS] + (["rate_limited"] if ep.quota else [])
         by_status: dict[int, list[str]] = {}
         for code in codes:
             by_status.setdefault(STATUS_BY_CODE[code], []).append(code)
@@ -61,19 +61,26 @@ def build_document(endpoints: Iterable[Endpoint], extra_paths: dict[str, Any] | 
             }
             if status == 429:
                 responses["429"]["headers"] = {"Retry-After": {"$ref": "#/components/headers/Retry-After"}}
-        if ep.scope:
+        if ep.quota:
             for response in responses.values():
                 response.setdefault("headers", {}).update(
                     {name: {"$ref": f"#/components/headers/{name}"} for name in _RATE_HEADERS}
                 )
-        paths.setdefault(ep.path, {})["get"] = {
+        body: dict[str, Any] = {}
+        if ep.body_schema is not None:
+            body_component = ep.body_schema.replace("/", "_").replace(".", "_")
+            schemas.setdefault(body_component, embeddable_schema(ep.body_schema))
+            content = {"application/json": {"schema": {"$ref": f"#/components/schemas/{body_component}"}}}
+            body = {"requestBody": {"required": True, "content": content}}
+        paths.setdefault(ep.path, {})[ep.method.lower()] = {
             "operationId": ep.operation_id,
             "summary": ep.summary,
             "description": ep.description or ep.summary,
             "tags": list(ep.tags),
             "parameters": [copy.deepcopy(p) for p in ep.parameters],
+            **body,
             "responses": responses,
-            **({"x-rate-limit-scope": ep.scope} if ep.scope else {}),
+            **({"x-rate-limit-scope": ep.quota.value} if ep.quota else {}),
         }
     for path, item in (extra_paths or {}).items():
         paths[path] = item

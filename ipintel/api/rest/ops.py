@@ -4,31 +4,36 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ipintel.encoding import dumps
+from ipintel.errors import ApiError
+from ipintel.web.responses import data_body, error_body, json_response
+
+_ALIVE = {"status": "ok"}
+
 
 async def healthz(request: Request) -> Response:
-    return JSONResponse({"data": {"status": "ok"}})
+    return json_response(data_body(_ALIVE))
 
 
 async def readyz(request: Request) -> Response:
     intel = request.app.state.intel
     checks = intel.readiness()
     if intel.ready:
-        return JSONResponse({"data": {"status": "ok", "checks": checks}})
+        return json_response(data_body({"status": "ok", "checks": checks}))
     failing = ", ".join(f"{name}: {c.get('error') or c['status']}" for name, c in checks.items() if c["status"] != "ok")
-    return JSONResponse(
-        {"error": {"code": "geoip_unavailable", "message": f"not ready: {failing or 'no GeoIP database is loaded'}"}},
-        status_code=503,
-    )
+    error = ApiError("geoip_unavailable", f"not ready: {failing or 'no GeoIP database is loaded'}")
+    return json_response(error_body(error), error.status)
 
 
 async def openapi(request: Request) -> Response:
-    return JSONResponse(request.app.state.openapi)
+    return json_response(dumps(request.app.state.openapi))
 
 
 _DOCS_PAGE = """<!doctype html>
@@ -74,26 +79,29 @@ def routes() -> list[BaseRoute]:
     ]
 
 
+def _health(description: str) -> dict[str, Any]:
+    """A 200 answering ``{"data": <health>}``."""
+    return {
+        "description": description,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["data"],
+                    "properties": {"data": {"$ref": "#/components/schemas/health"}},
+                }
+            }
+        },
+    }
+
+
 OPS_PATHS = {
     "/healthz": {
         "get": {
             "operationId": "healthz",
             "summary": "Liveness",
             "tags": ["operations"],
-            "responses": {
-                "200": {
-                    "description": "The process is alive",
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["data"],
-                                "properties": {"data": {"$ref": "#/components/schemas/health"}},
-                            }
-                        }
-                    },
-                }
-            },
+            "responses": {"200": _health("The process is alive")},
         }
     },
     "/readyz": {
@@ -102,18 +110,7 @@ OPS_PATHS = {
             "summary": "Readiness: 200 when the GeoIP database is loaded",
             "tags": ["operations"],
             "responses": {
-                "200": {
-                    "description": "Ready, with the state of each database and feed",
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["data"],
-                                "properties": {"data": {"$ref": "#/components/schemas/health"}},
-                            }
-                        }
-                    },
-                },
+                "200": _health("Ready, with the state of each database and feed"),
                 "503": {
                     "description": "Error codes: `geoip_unavailable`",
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},

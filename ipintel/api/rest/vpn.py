@@ -7,6 +7,7 @@ from typing import Any
 from starlette.requests import Request
 
 from ipintel.api.rest.endpoint import Endpoint, path_param
+from ipintel.infra.limiter import Quota
 from ipintel.service import Intel
 
 
@@ -30,7 +31,7 @@ ENDPOINTS = [
         ),
         schema="vpn",
         errors=("invalid_ip", "reserved_address"),
-        scope="general",
+        quota=Quota.GENERAL,
         parameters=(path_param("ip", "An IPv4 or IPv6 address", "185.220.101.1"),),
         tags=("vpn",),
     ),

@@ -7,6 +7,7 @@ from typing import Any
 from starlette.requests import Request
 
 from ipintel.api.rest.endpoint import Endpoint, path_param
+from ipintel.infra.limiter import Quota
 from ipintel.service import Intel
 
 
@@ -28,7 +29,7 @@ ENDPOINTS = [
         ),
         schema="whois",
         errors=("invalid_ip", "reserved_address", "registration_not_found", "upstream_error", "upstream_timeout"),
-        scope="registry",
+        quota=Quota.REGISTRY,
         parameters=(path_param("ip", "A public IPv4 or IPv6 address", "8.8.8.8"),),
         tags=("whois",),
     ),
