@@ -65,7 +65,7 @@ node-packages: | $(PY)
 	  else echo "npm install failed (registry unavailable?): the MCP TypeScript SDK and Inspector tests will be skipped"; fi; \
 	fi
 
-# Chromium (Debian's package) for the browser tests of /docs (tests/test_docs_browser.py): installed
+# Chromium (Debian's package) for the browser tests (tests/test_docs_browser.py, tests/test_page_browser.py): installed
 # when missing and we are root with apt-get, as CI is; otherwise those tests are skipped, and this says so.
 .PHONY: chromium
 chromium:
@@ -74,7 +74,7 @@ chromium:
 	  { DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq chromium >/dev/null 2>&1 || \
 	    { timeout 900 apt-get update -qq >/dev/null 2>&1 && \
 	      DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq chromium >/dev/null 2>&1; }; }; } || \
-	  echo "chromium not installed: the browser tests of /docs will be skipped (apt-get install chromium)"
+	  echo "chromium not installed: the browser tests of /docs and of the page at / will be skipped (apt-get install chromium)"
 
 ## test: install the dev dependencies and run the whole suite
 test: $(DEV_STAMP) node-packages chromium

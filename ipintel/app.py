@@ -23,8 +23,9 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
+from ipintel.api import page as page_api
 from ipintel.api.mcp import transport as mcp_api
 from ipintel.api.rest import blacklist as blacklist_api
 from ipintel.api.rest import cidr as cidr_api
@@ -32,17 +33,21 @@ from ipintel.api.rest import dns as dns_api
 from ipintel.api.rest import geoip as geoip_api
 from ipintel.api.rest import metrics as metrics_api
 from ipintel.api.rest import ops
+from ipintel.api.rest import profile as profile_api
 from ipintel.api.rest import vpn as vpn_api
 from ipintel.api.rest import whois as whois_api
 from ipintel.api.rest.endpoint import Endpoint
 from ipintel.api.rest.openapi import build_document
+from ipintel.errors import ApiError
+from ipintel.infra.limiter import limiter_from_settings
 from ipintel.infra.reload import DatabaseWatcher
 from ipintel.metrics import Metrics
 from ipintel.schema_files import embeddable_schema
 from ipintel.service import Intel
 from ipintel.settings import Settings
+from ipintel.web.gate import MCP_RULES, RateLimitGate
 from ipintel.web.middleware import RequestContextMiddleware
-from ipintel.web.ratelimit import MCP_RULES, RateLimitGate, limiter_from_settings
+from ipintel.web.responses import error_body, json_response
 from ipintel.web.routing import SegmentRouter
 
 log = logging.getLogger("ipintel")
@@ -55,18 +60,20 @@ ENDPOINTS: list[Endpoint] = [
     *dns_api.ENDPOINTS,
     *blacklist_api.ENDPOINTS,
     *cidr_api.ENDPOINTS,
+    *profile_api.ENDPOINTS,
 ]
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no route, a method the route does not take) as REST errors."""
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
-        body = {"error": {"code": "not_found", "message": f"no route {request.url.path}"}}
+        error = ApiError("not_found", f"no route {request.url.path}")
     elif exc.status_code == 405:
-        body = {"error": {"code": "method_not_allowed", "message": f"{request.method} is not allowed here"}}
+        error = ApiError("method_not_allowed", f"{request.method} is not allowed here")
     else:
-        body = {"error": {"code": "invalid_request", "message": str(exc.detail)}}
-    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+        error = ApiError("invalid_request", str(exc.detail))
+    return json_response(error_body(error), exc.status_code, exc.headers)
 
 
 def create_app(
@@ -99,6 +106,7 @@ def create_app(
     routes = [
         *(ep.route() for ep in ENDPOINTS),
         *ops.routes(),
+        *page_api.routes(),  # GET / (the page for people, or the JSON index) and its assets
         *metrics_api.routes(),
         *mcp_api.routes(intel, settings),
     ]
@@ -109,7 +117,7 @@ def create_app(
                 RequestContextMiddleware,
                 gate=RateLimitGate(
                     limiter=limiter,
-                    rules=[*((ep.path, ep.scope) for ep in ENDPOINTS), *MCP_RULES],
+                    rules=[*((ep.path, ep.quota) for ep in ENDPOINTS), *MCP_RULES],
                     trusted_proxies=settings.trusted_proxies,
                 ),
                 observe=metrics.observe_request,
@@ -129,5 +137,7 @@ def create_app(
     document = build_document(ENDPOINTS, {**ops.OPS_PATHS, **metrics_api.OPENAPI_PATHS, **mcp_api.OPENAPI_PATHS})
     document["components"]["schemas"].update(mcp_api.openapi_components())
     document["components"]["schemas"].setdefault("health", embeddable_schema("health"))
+    # The batch limit is configuration (IPINTEL_BATCH_MAX): the document states this server's.
+    document["components"]["schemas"]["ip_batch_request"]["properties"]["ips"]["maxItems"] = settings.batch_max
     app.state.openapi = document
     return app

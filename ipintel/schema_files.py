@@ -25,12 +25,42 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 def embeddable_schema(name: str) -> dict[str, Any]:
-    """A fresh copy of a schema file to nest inside another document, without ``$schema`` and ``$id``.
+    """A fresh, self-contained copy of a schema file to nest inside another document or to validate with.
 
-    An ``$id`` inside an OpenAPI component or a tool's schema would make a
-    validator register the same id twice (Ajv, used by the MCP Inspector,
-    refuses to compile that), and ``$schema`` is only allowed at a root."""
+    Without ``$schema`` and ``$id``: an ``$id`` inside an OpenAPI component or
+    a tool's schema would make a validator register the same id twice (Ajv,
+    used by the MCP Inspector, refuses to compile that), and ``$schema`` is
+    only allowed at a root. A reference to another file (``"$ref":
+    "geoip.json"``, or ``"error.json#/properties/error"`` for a part of one)
+    is replaced by that file's schema, so that no reader has to fetch or
+    register anything: a composite answer (a profile) is described by the same
+    files as its parts, and an MCP client gets one schema it can compile."""
+    return _resolved(name, ())
+
+
+def _resolved(name: str, chain: tuple[str, ...]) -> dict[str, Any]:
+    if name in chain:
+        raise ValueError(f"schema {chain[0]} refers to itself through {' -> '.join((*chain, name))}")
     embedded = copy.deepcopy(load_schema(name))
     embedded.pop("$schema", None)
     embedded.pop("$id", None)
-    return embedded
+    inlined: dict[str, Any] = _inline(embedded, name.rpartition("/")[0], (*chain, name))
+    return inlined
+
+
+def _inline(node: Any, folder: str, chain: tuple[str, ...]) -> Any:
+    """``node`` with every reference to another schema file replaced by (a part of) that file."""
+    if isinstance(node, list):
+        return [_inline(item, folder, chain) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and not ref.startswith("#"):
+        file, _, pointer = ref.partition("#")
+        target = f"{folder}/{file.removesuffix('.json')}" if folder else file.removesuffix(".json")
+        part: Any = _resolved(target, chain)
+        for step in filter(None, pointer.split("/")):
+            part = part[step]
+        siblings = {key: _inline(value, folder, chain) for key, value in node.items() if key != "$ref"}
+        return {**part, **siblings}
+    return {key: _inline(value, folder, chain) for key, value in node.items()}

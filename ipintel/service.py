@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ipintel import addresses
-from ipintel.capabilities import blacklist, cidr, dns, geoip, reputation, vpn, whois
+from ipintel.capabilities import blacklist, cidr, dns, geoip, profile, reputation, vpn, whois
 from ipintel.capabilities.asn import AsnSource, MmdbAsnSource
 from ipintel.capabilities.cymru import CymruAsnSource
+from ipintel.errors import ApiError
 from ipintel.infra import cache
 from ipintel.infra.feeds import FeedManager
+from ipintel.infra.limiter import Quota, Spend, spend_nothing
 from ipintel.infra.mmdb import GeoDatabases
 from ipintel.infra.rdap_bootstrap import RdapBootstrap
+from ipintel.infra.registry_gate import RegistryGate
 from ipintel.infra.resolver import Resolver
 from ipintel.infra.stats import UpstreamStats
 from ipintel.infra.upstream import HttpClient
@@ -82,6 +86,18 @@ class Intel:
         )
         # One cache per endpoint family (docs/API.md#caching), shared by REST and MCP; /metrics reads them.
         self.caches = caches if caches is not None else cache.new_caches(settings.cache_max_entries)
+        # The parts of a profile (docs/API.md#profile-and-batch): each the method of its own route, the quota
+        # one lookup spends per address when it asks an upstream (None: local), and, for RDAP, the batch's
+        # gate on the registries.
+        self._parts: dict[str, profile.Part] = {
+            "geo": profile.Part("geo", None, lambda ip, batch: self.lookup_ip(ip)),
+            "vpn": profile.Part("vpn", None, lambda ip, batch: self.detect_vpn(ip)),
+            "whois": profile.Part(
+                "whois", Quota.REGISTRY, lambda ip, batch: self.whois_ip(ip, registries=batch.registries)
+            ),
+            "blacklist": profile.Part("blacklist", Quota.REGISTRY, lambda ip, batch: self.check_blacklist(ip)),
+            "ptr": profile.Part("ptr", Quota.DNS, lambda ip, batch: self.reverse_dns(ip)),
+        }
         self._geo_generation = 0
 
     @classmethod
@@ -199,12 +215,14 @@ class Intel:
             self.caches["geoip"].clear()
         return (namespace, address.version, int(address), generation)
 
-    async def whois_ip(self, ip: str) -> dict[str, Any]:
-        """Registry record (docs/API.md#registry-rdap) of a public address, from its registry's RDAP service."""
+    async def whois_ip(self, ip: str, *, registries: RegistryGate | None = None) -> dict[str, Any]:
+        """Registry record (docs/API.md#registry-rdap) of a public address, from its registry's RDAP service.
+
+        ``registries`` is a batch's gate on the registries (docs/API.md#profile-and-batch)."""
         address = addresses.parse_public_ip(ip)
         return await self.caches["whois"].get_or_load(
             str(address),
-            lambda: whois.lookup(address, http=self.http, bootstrap=self.rdap_bootstrap),
+            lambda: whois.lookup(address, http=self.http, bootstrap=self.rdap_bootstrap, registries=registries),
             ttl=cache.WHOIS_TTL,  # 7 days; an RDAP 404 5 minutes
             error_ttl=cache.negative_error_ttl,
         )
@@ -265,6 +283,44 @@ class Intel:
         after a first start, say): a verdict made without them should not outlive them."""
         return cache.GEOIP_TTL if self.feeds.complete() else cache.INCOMPLETE_TTL
 
+    async def profile_ip(
+        self, ip: str, include: Iterable[object] | None = None, *, spend: Spend = spend_nothing
+    ) -> dict[str, Any]:
+        """Everything about one public address (docs/API.md#profile-and-batch): the parts in ``include``
+        (default all), each what its own method answers or the error it met. A malformed or non-public
+        address fails the whole call, as ``lookup_ip`` does. ``spend`` takes a part's per-address token."""
+        address = addresses.parse_public_ip(ip)
+        parts = self._profile_parts(include, profile.PART_NAMES)
+        return await profile.profile(str(address), parts, profile.Batch(spend=spend))
+
+    async def lookup_ips(
+        self,
+        ips: Sequence[str],
+        include: Iterable[object] | None = None,
+        *,
+        spend: Spend = spend_nothing,
+    ) -> dict[str, Any]:
+        """The profiles of many addresses, in order, each entry ``{"ip", "data"}`` or ``{"ip", "error"}``
+        (docs/API.md#profile-and-batch); at most ``IPINTEL_BATCH_MAX`` addresses, ``include`` default geo and vpn."""
+        if len(ips) > self.settings.batch_max:
+            raise ApiError(
+                "invalid_request",
+                f"a batch holds at most {self.settings.batch_max} addresses (IPINTEL_BATCH_MAX), this one has "
+                f"{len(ips)}: split it into several requests",
+            )
+        parts = self._profile_parts(include, profile.BATCH_DEFAULT)
+        results = await profile.profiles(ips, parts, profile.Batch(spend=spend), canonical=_canonical_public)
+        return {"results": results}
+
+    def _profile_parts(self, include: Iterable[object] | None, default: Sequence[str]) -> list[profile.Part]:
+        chosen = profile.parse_include(include, default)
+        return [self._parts[name] for name in chosen]
+
     async def calculate_cidr(self, range_: str) -> dict[str, Any]:
         """CIDR arithmetic (docs/API.md#cidr); never cached, it is cheaper than a cache lookup."""
         return cidr.calculate(range_)
+
+
+def _canonical_public(text: str) -> str:
+    """An address of a batch, canonical and public, or its ``ApiError`` (the entry's own error)."""
+    return str(addresses.parse_public_ip(text))

@@ -10,9 +10,13 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from ipintel.infra.feed_catalogue import FEED_NAMES  # the names IPINTEL_FEED_URLS accepts
+from ipintel.infra.limiter import Quota
 
 DEFAULT_CITY_DB_NAME = "dbip-city-lite.mmdb"
 
@@ -26,20 +30,9 @@ DEFAULT_DNSBL_ZONES: tuple[str, ...] = (
     "all.s5h.net",
 )
 
-DEFAULT_RATE_LIMITS: dict[str, int] = {"general": 60, "dns": 30, "registry": 10}
+DEFAULT_RATE_LIMITS: dict[Quota, int] = {Quota.GENERAL: 60, Quota.DNS: 30, Quota.REGISTRY: 10}
 
 LOG_FORMATS = ("auto", "json", "text")
-FEED_NAMES: tuple[str, ...] = (
-    "tor",
-    "aws",
-    "gcp",
-    "azure",
-    "oracle",
-    "cloudflare",
-    "digitalocean",
-    "vpn",
-    "datacenter",
-)
 
 
 class ConfigError(ValueError):
@@ -68,7 +61,7 @@ class Settings:
     feed_urls: Mapping[str, str | None] = field(default_factory=dict)  # None: disabled
     spamhaus_dqs_key: str | None = None
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
-    rate_limits: Mapping[str, int] | None = field(default_factory=lambda: dict(DEFAULT_RATE_LIMITS))  # None: off
+    rate_limits: Mapping[Quota, int] | None = field(default_factory=lambda: dict(DEFAULT_RATE_LIMITS))  # None: off
     mcp_allowed_origins: tuple[str, ...] = ("http://localhost:*", "http://127.0.0.1:*")
     # "text", "json" or "auto": text when the logs' stream is a terminal, else JSON (decided by logs.configure).
     log_format: str = "auto"
@@ -76,6 +69,8 @@ class Settings:
     # Bounds a serious deployment wants to tune (docs/CONFIGURATION.md).
     blacklist_deadline: float = 3.0
     max_body_bytes: int = 1024 * 1024
+    # Addresses one POST /ip/batch may hold (docs/API.md#profile-and-batch).
+    batch_max: int = 1000
     cache_max_entries: int = 10_000
     rate_limit_max_clients: int = 100_000
     # Seconds between checks of the .mmdb files' mtime and size; a replaced file is reloaded (docs/API.md#operations).
@@ -85,7 +80,7 @@ class Settings:
     def city_db_path(self) -> Path:
         return self.geoip_city_db or self.data_dir / DEFAULT_CITY_DB_NAME
 
-    def replace(self, **changes: object) -> Settings:
+    def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
 
     @classmethod
@@ -117,7 +112,7 @@ class Settings:
         if (v := get("DNS_TIMEOUT")) is not None:
             values["dns_timeout"] = _float("IPINTEL_DNS_TIMEOUT", v)
         if (v := get("DNSBL_ZONES")) is not None:
-            values["dnsbl_zones"] = tuple(z.strip().lower().rstrip(".") for z in v.split(",") if z.strip())
+            values["dnsbl_zones"] = tuple(z.lower().rstrip(".") for z in _items(v))
         if (v := get("REPUTATION_URL")) is not None:
             values["reputation_url"] = v
         if (v := get("ABUSEIPDB_KEY")) is not None:
@@ -141,7 +136,7 @@ class Settings:
         if (v := get("RATE_LIMITS")) is not None:
             values["rate_limits"] = parse_rate_limits(v)
         if (v := get("MCP_ALLOWED_ORIGINS")) is not None:
-            values["mcp_allowed_origins"] = tuple(o.strip() for o in v.split(",") if o.strip())
+            values["mcp_allowed_origins"] = tuple(_items(v))
         if (v := get("LOG_FORMAT")) is not None:
             if v.lower() not in LOG_FORMATS:
                 raise ConfigError(
@@ -154,6 +149,8 @@ class Settings:
             values["blacklist_deadline"] = _float("IPINTEL_BLACKLIST_DEADLINE", v)
         if (v := get("MAX_BODY_BYTES")) is not None:
             values["max_body_bytes"] = _int("IPINTEL_MAX_BODY_BYTES", v, 1024, 1 << 30)
+        if (v := get("BATCH_MAX")) is not None:
+            values["batch_max"] = _int("IPINTEL_BATCH_MAX", v, 1, 100_000)
         if (v := get("CACHE_MAX_ENTRIES")) is not None:
             values["cache_max_entries"] = _int("IPINTEL_CACHE_MAX_ENTRIES", v, 1, 10_000_000)
         if (v := get("RATE_LIMIT_MAX_CLIENTS")) is not None:
@@ -166,9 +163,7 @@ class Settings:
 def parse_servers(text: str) -> tuple[tuple[str, int], ...]:
     """``host`` or ``host:port``, comma separated; IPv6 as ``[::1]:5353`` or bare ``::1``."""
     servers = []
-    for item in (s.strip() for s in text.split(",")):
-        if not item:
-            continue
+    for item in _items(text):
         host, port = item, 53
         if item.startswith("["):
             host, _, rest = item[1:].partition("]")
@@ -186,42 +181,47 @@ def parse_servers(text: str) -> tuple[tuple[str, int], ...]:
 
 
 def parse_feed_urls(text: str) -> dict[str, str | None]:
-    urls: dict[str, str | None] = {}
-    for item in (s.strip() for s in text.split(",")):
-        if not item:
-            continue
-        name, sep, url = item.partition("=")
-        name = name.strip().lower()
-        if not sep or name not in FEED_NAMES:
-            raise ConfigError(f"IPINTEL_FEED_URLS: {item!r} is not name=url with a name from {', '.join(FEED_NAMES)}")
-        urls[name] = url.strip() or None
-    return urls
+    """``name=url`` per feed; an empty url disables the feed."""
+    form = f"name=url with a name from {', '.join(FEED_NAMES)}"
+    return {name: url or None for name, url in _assignments("IPINTEL_FEED_URLS", text, FEED_NAMES, form)}
 
 
 def parse_networks(var: str, text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     nets = []
-    for item in (s.strip() for s in text.split(",")):
-        if item:
-            try:
-                nets.append(ipaddress.ip_network(item, strict=False))
-            except ValueError:
-                raise ConfigError(f"{var}: {item!r} is not an address or CIDR range") from None
+    for item in _items(text):
+        try:
+            nets.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ConfigError(f"{var}: {item!r} is not an address or CIDR range") from None
     return tuple(nets)
 
 
-def parse_rate_limits(text: str) -> dict[str, int] | None:
+def parse_rate_limits(text: str) -> dict[Quota, int] | None:
+    """``off``, or ``quota=N`` per quota to change (requests per minute); the others keep their defaults."""
     if text.lower() == "off":
         return None
     limits = dict(DEFAULT_RATE_LIMITS)
-    for item in (s.strip() for s in text.split(",")):
-        if not item:
-            continue
-        scope, sep, value = item.partition("=")
-        scope = scope.strip().lower()
-        if not sep or scope not in DEFAULT_RATE_LIMITS:
-            raise ConfigError(f"IPINTEL_RATE_LIMITS: {item!r} is not scope=N with a scope of general, dns, registry")
-        limits[scope] = _int("IPINTEL_RATE_LIMITS", value.strip(), 1, 1_000_000)
+    form = f"scope=N with a scope of {', '.join(Quota)}"  # "scope", as docs/CONFIGURATION.md words it
+    for name, value in _assignments("IPINTEL_RATE_LIMITS", text, tuple(Quota), form):
+        limits[Quota(name)] = _int("IPINTEL_RATE_LIMITS", value, 1, 1_000_000)
     return limits
+
+
+def _items(text: str) -> Iterator[str]:
+    """The items of a comma-separated list, stripped; empty ones are skipped."""
+    return (item for item in (part.strip() for part in text.split(",")) if item)
+
+
+def _assignments(var: str, text: str, names: Iterable[str], form: str) -> Iterator[tuple[str, str]]:
+    """The ``name=value`` items of a comma-separated list as (lower-case name, stripped value); an item
+    without ``=`` or with a name not in ``names`` is a :class:`ConfigError` saying it is not ``form``."""
+    known = frozenset(names)
+    for item in _items(text):
+        name, sep, value = item.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in known:
+            raise ConfigError(f"{var}: {item!r} is not {form}")
+        yield name, value.strip()
 
 
 def _int(var: str, text: str, low: int, high: int) -> int:

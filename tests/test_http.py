@@ -100,9 +100,9 @@ async def test_openapi_document_is_valid_and_complete(settings: Settings) -> Non
     from ipintel.app import ENDPOINTS
 
     for endpoint in ENDPOINTS:
-        operation = document["paths"][endpoint.path]["get"]
+        operation = document["paths"][endpoint.path][endpoint.method.lower()]
         assert "200" in operation["responses"]
-        if endpoint.scope:
+        if endpoint.quota:
             assert "429" in operation["responses"]
             assert "RateLimit-Limit" in operation["responses"]["200"]["headers"]
     assert app.state.openapi is not None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,11 +22,11 @@ from yarl import URL
 from ipintel.addresses import IPAddress
 from ipintel.errors import ApiError, UpstreamError
 from ipintel.infra.rdap_bootstrap import RdapBootstrap
-from ipintel.infra.upstream import HttpClient, HttpResponse
+from ipintel.infra.registry_gate import RegistryGate
+from ipintel.infra.upstream import REDIRECT_STATUSES, HttpClient, HttpResponse, RedirectRefused
 
 MAX_REDIRECTS = 5
 MAX_RDAP_BYTES = 2 * 1024 * 1024
-_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # RFC 9083 13: RDAP's media type; registries also send plain JSON.
 _JSON_TYPES = frozenset({"application/rdap+json", "application/json"})
 _ACCEPT = {"Accept": "application/rdap+json, application/json;q=0.9"}
@@ -51,68 +51,92 @@ class RdapAnswer:
     urls: tuple[str, ...]  # first: the bootstrap's server; last: the one that answered
 
 
-async def lookup(address: IPAddress, *, http: HttpClient, bootstrap: RdapBootstrap) -> dict[str, Any]:
-    """The registry record of a public ``address`` (already parsed and checked)."""
+async def lookup(
+    address: IPAddress, *, http: HttpClient, bootstrap: RdapBootstrap, registries: RegistryGate | None = None
+) -> dict[str, Any]:
+    """The registry record of a public ``address`` (already parsed and checked).
+
+    Within a batch, ``registries`` bounds the lookups under way per registry
+    and keeps the batch away from a registry that answered 429."""
     base = await bootstrap.base_url_for(address)
     if base is None:
         raise ApiError("registration_not_found", f"no registry is responsible for {address} (IANA RDAP bootstrap)")
-    answer = await fetch_network(f"{base}ip/{address}", http=http)
+    url = f"{base}ip/{address}"
+    if registries is None:
+        answer = await fetch_network(url, http=http)
+    else:
+        try:
+            async with registries.slot(_host(url)):
+                answer = await fetch_network(url, http=http, before_request=lambda hop: registries.check(_host(hop)))
+        except RegistryRateLimiting as refusal:
+            registries.refused(refusal.host)
+            raise
     return parse_network(address, answer.document, registry=registry_of(answer))
 
 
-async def fetch_network(url: str, *, http: HttpClient) -> RdapAnswer:
+class RegistryRateLimiting(UpstreamError):
+    """An RDAP server answered 429 (502 ``upstream_error``)."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(f"the RDAP server {host} is rate limiting us (HTTP 429)")
+        self.host = host
+
+
+async def fetch_network(
+    url: str, *, http: HttpClient, before_request: Callable[[str], None] | None = None
+) -> RdapAnswer:
     """GET an RDAP ``ip network`` object, following up to :data:`MAX_REDIRECTS` redirects.
 
-    Each hop is checked before it is followed: a relative ``Location`` is
-    resolved against the current URL, only http/https are followed, a URL met
-    twice is a loop, and HTTPS never leads to HTTP (a downgrade would let
-    anyone on the path rewrite the answer). Each request has the client's own
-    timeout; at most ``MAX_REDIRECTS + 1`` requests are made."""
+    The HTTP client's redirect policy checks each hop before it is followed
+    (relative ``Location`` resolved, http/https only, never HTTPS to HTTP);
+    RDAP also refuses a URL met twice, a loop. Each request has the client's
+    own timeout; at most ``MAX_REDIRECTS + 1`` requests are made."""
     try:
         url = str(URL(url))  # the form redirect targets are compared in
     except ValueError:
         raise UpstreamError(f"the RDAP bootstrap gave an invalid server URL {url!r}") from None
-    urls = [url]
-    for _ in range(MAX_REDIRECTS + 1):
-        response = await http.get(
+    try:
+        followed = await http.get_following_redirects(
             url,
+            max_redirects=MAX_REDIRECTS,
+            refuse_loops=True,
+            what=lambda hop: f"the RDAP server {_host(hop)}",
             headers=_ACCEPT,
             max_bytes=MAX_RDAP_BYTES,
-            what=f"the RDAP server {_host(url)}",
             source="rdap",
+            before_request=before_request,
         )
-        if response.status not in _REDIRECT_STATUSES:
-            return RdapAnswer(_network_document(response, url), tuple(urls))
-        url = _next_hop(url, response, urls)
-        urls.append(url)
-    raise UpstreamError(f"the RDAP servers redirected more than {MAX_REDIRECTS} times for {urls[0]}")
+    except RedirectRefused as refused:
+        raise _refusal(refused, first=url) from None
+    return RdapAnswer(_network_document(followed.response, followed.urls[-1]), followed.urls)
 
 
-def _next_hop(current: str, response: HttpResponse, seen: Sequence[str]) -> str:
-    location = response.headers.get("Location", "").strip()
-    if not location:
-        raise UpstreamError(f"the RDAP server {_host(current)} redirected (HTTP {response.status}) without a Location")
-    try:
-        target = URL(current).join(URL(location))
-    except ValueError:
-        raise UpstreamError(f"the RDAP server {_host(current)} redirected to an invalid URL") from None
-    if target.scheme not in ("http", "https") or not target.host:
-        raise UpstreamError(f"the RDAP server {_host(current)} redirected to a non-HTTP URL")
-    if URL(current).scheme == "https" and target.scheme == "http":
-        raise UpstreamError(f"the RDAP server {_host(current)} redirected from HTTPS to HTTP ({target.host}); refused")
-    text = str(target.with_fragment(None))
-    if text in seen:
-        raise UpstreamError(f"the RDAP servers redirect in a loop ({_host(current)} -> {target.host})")
-    return text
+def _refusal(refused: RedirectRefused, *, first: str) -> UpstreamError:
+    """A refused redirect in RDAP's words (docs/API.md#registry-rdap)."""
+    server = f"the RDAP server {_host(refused.current)}"
+    target = refused.target.host if refused.target is not None else None
+    match refused.problem:
+        case "invalid":
+            return UpstreamError(f"{server} redirected to an invalid URL")
+        case "non-http":
+            return UpstreamError(f"{server} redirected to a non-HTTP URL")
+        case "downgrade":
+            return UpstreamError(f"{server} redirected from HTTPS to HTTP ({target}); refused")
+        case "loop":
+            return UpstreamError(f"the RDAP servers redirect in a loop ({_host(refused.current)} -> {target})")
+        case "too-many":
+            return UpstreamError(f"the RDAP servers redirected more than {MAX_REDIRECTS} times for {first}")
 
 
 def _network_document(response: HttpResponse, url: str) -> dict[str, Any]:
     """Map an RDAP server's final answer to the document or to an error (docs/API.md#errors)."""
     server = f"the RDAP server {_host(url)}"
+    if response.status in REDIRECT_STATUSES:  # the redirect policy follows only those with a Location
+        raise UpstreamError(f"{server} redirected (HTTP {response.status}) without a Location")
     if response.status == 404:
         raise ApiError("registration_not_found", f"{server} has no registration for this address")
     if response.status == 429:  # RIPE's is an HTML page, not an RDAP error object
-        raise UpstreamError(f"{server} is rate limiting us (HTTP 429)")
+        raise RegistryRateLimiting(_host(url))
     if response.status != 200:
         raise UpstreamError(f"{server} answered HTTP {response.status}")
     content_type = response.content_type

@@ -5,8 +5,11 @@ starts and closed when it stops, so connections to the registries are kept
 alive and reused (docs/API.md#registry-rdap). Every call has a total timeout and a body size
 cap; every failure becomes :class:`UpstreamTimeout` or :class:`UpstreamError`,
 never a raw aiohttp exception, so callers only handle our own error model.
-Redirects are not followed here: callers that follow them (RDAP) need to see
-each hop to enforce their own rules.
+:meth:`HttpClient.get` never follows a redirect;
+:meth:`HttpClient.get_following_redirects` follows them under the one
+redirect policy (no downgrade from HTTPS, http/https only, a bounded number of
+hops, loops refused on request), and each caller words a refused hop for its
+own upstream (:class:`RedirectRefused`).
 """
 
 from __future__ import annotations
@@ -14,17 +17,20 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
 
 from ipintel import __version__
 from ipintel.errors import UpstreamError, UpstreamTimeout
 from ipintel.infra.stats import UpstreamStats
 
 USER_AGENT = f"ipintel/{__version__} (+https://github.com/ipintel/ipintel)"
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,52 @@ class HttpResponse:
     @property
     def content_type(self) -> str:
         return self.headers.get("Content-Type", "").split(";")[0].strip().lower()
+
+
+@dataclass(frozen=True)
+class FollowedResponse:
+    """The answer at the end of a redirect chain, and every URL asked on the way to it."""
+
+    response: HttpResponse
+    urls: tuple[str, ...]  # first: the URL given; last: the one that answered
+
+
+RedirectProblem = Literal["invalid", "non-http", "downgrade", "loop", "too-many"]
+
+
+class RedirectRefused(UpstreamError):
+    """A redirect the policy does not follow (502).
+
+    ``problem`` names the rule it broke, so that each caller can word it for
+    its own upstream; ``current`` is the URL that redirected and ``target``
+    where to (``None``: the ``Location`` is not a URL)."""
+
+    def __init__(self, problem: RedirectProblem, current: str, target: URL | None) -> None:
+        super().__init__(f"{current} redirected to {target if target is not None else 'an invalid URL'}: {problem}")
+        self.problem: RedirectProblem = problem
+        self.current = current
+        self.target = target
+
+
+def _next_hop(current: str, location: str, *, seen: Sequence[str]) -> str:
+    """Where a redirect from ``current`` to ``location`` leads, if it may be followed.
+
+    A relative ``Location`` is resolved against ``current``; only http and
+    https are followed; HTTPS never leads to HTTP (a downgrade would let anyone
+    on the path rewrite the answer); a target in ``seen`` is a loop. The
+    fragment is dropped: it is never sent."""
+    try:
+        target = URL(current).join(URL(location))
+    except ValueError:
+        raise RedirectRefused("invalid", current, None) from None
+    if target.scheme not in ("http", "https") or not target.host:
+        raise RedirectRefused("non-http", current, target)
+    if URL(current).scheme == "https" and target.scheme == "http":
+        raise RedirectRefused("downgrade", current, target)
+    text = str(target.with_fragment(None))
+    if text in seen:
+        raise RedirectRefused("loop", current, target)
+    return text
 
 
 class HttpClient:
@@ -112,6 +164,46 @@ class HttpClient:
             raise
         finally:
             self.stats.record(source, outcome, time.perf_counter() - started)
+
+    async def get_following_redirects(
+        self,
+        url: str,
+        *,
+        max_redirects: int,
+        refuse_loops: bool,
+        what: Callable[[str], str],
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        max_bytes: int = 2 * 1024 * 1024,
+        source: str = "http",
+        before_request: Callable[[str], None] | None = None,
+    ) -> FollowedResponse:
+        """GET ``url``, following up to ``max_redirects`` redirects, each one
+        checked before it is followed (:func:`_next_hop`).
+
+        A refused hop raises :class:`RedirectRefused`, and so does a
+        redirect past ``max_redirects`` (``too-many``): at most
+        ``max_redirects + 1`` requests are made, each with its own timeout.
+        With ``refuse_loops`` a URL met twice is refused (``loop``); without
+        it, a loop ends as ``too-many``. A redirect without a ``Location`` is
+        the final answer: the caller's rules for statuses apply to it. ``what``
+        names the upstream of each URL in error messages. ``before_request``
+        sees each URL before it is asked and may refuse it by raising."""
+        urls = [url]
+        while True:
+            if before_request is not None:
+                before_request(url)
+            response = await self.get(
+                url, headers=headers, timeout=timeout, max_bytes=max_bytes, what=what(url), source=source
+            )
+            location = response.headers.get("Location", "").strip() if response.status in REDIRECT_STATUSES else ""
+            if not location:
+                return FollowedResponse(response, tuple(urls))
+            target = _next_hop(url, location, seen=urls if refuse_loops else ())
+            if len(urls) > max_redirects:
+                raise RedirectRefused("too-many", url, URL(target))
+            urls.append(target)
+            url = target
 
     async def _get(
         self,

@@ -25,7 +25,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from starlette.routing import Match
 
 from ipintel.app import ENDPOINTS, create_app
-from ipintel.schema_files import load_schema
+from ipintel.schema_files import embeddable_schema
 from ipintel.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,13 +35,13 @@ _EXTRA_SCHEMAS = {"/healthz": "health", "/readyz": "health"}
 
 
 def validator(name: str) -> Draft202012Validator:
-    return Draft202012Validator(load_schema(name), format_checker=FormatChecker())
+    return Draft202012Validator(embeddable_schema(name), format_checker=FormatChecker())
 
 
-def schema_for_path(path: str) -> str | None:
+def schema_for_path(path: str, method: str = "GET") -> str | None:
     if path in _EXTRA_SCHEMAS:
         return _EXTRA_SCHEMAS[path]
-    scope = {"type": "http", "path": path, "method": "GET"}
+    scope = {"type": "http", "path": path, "method": method}
     for ep in ENDPOINTS:
         match, _ = ep.route().matches(scope)
         if match == Match.FULL:
@@ -49,11 +49,11 @@ def schema_for_path(path: str) -> str | None:
     return None
 
 
-def validate_body(path: str, status: int, body: Any) -> None:
+def validate_body(path: str, status: int, body: Any, method: str = "GET") -> None:
     """Success bodies against the route's schema, failures against the error schema."""
     if status < 400:
         assert isinstance(body, dict) and set(body) == {"data"}, f"{path}: success body is not {{'data': ...}}: {body}"
-        name = schema_for_path(path)
+        name = schema_for_path(path, method)
         if name is not None:
             validator(name).validate(body["data"])
     else:
@@ -70,7 +70,7 @@ def validate_response(response: httpx.Response) -> None:
         f"{path}: {response.status_code} is not JSON: {response.headers.get('content-type')}"
     )
     assert response.headers.get("x-request-id"), f"{path}: no X-Request-Id"
-    validate_body(path, response.status_code, json.loads(response.content))
+    validate_body(path, response.status_code, json.loads(response.content), response.request.method)
 
 
 async def _ahook(response: httpx.Response) -> None:

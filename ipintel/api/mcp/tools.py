@@ -22,15 +22,13 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from ipintel.errors import ApiError
+from ipintel.infra.limiter import Quota
 from ipintel.schema_files import embeddable_schema
 
 if TYPE_CHECKING:
     from ipintel.service import Intel
 
 log = logging.getLogger("ipintel.mcp")
-
-# The rate-limit scope (docs/API.md#rate-limits) each tool spends besides the request's own "general" token.
-GENERAL, DNS, REGISTRY = "general", "dns", "registry"
 
 # Which error code a schema failure of an argument becomes: the code the REST
 # route would give for the same bad value, so a model sees one vocabulary.
@@ -47,7 +45,7 @@ class CallContext:
     """What a tool call may need from the HTTP request that carried it."""
 
     caller_ip: str | None  # docs/API.md#client-address, for lookup_ip without an address
-    spend: Callable[[str], None]  # takes a token of a rate-limit scope; raises ApiError("rate_limited")
+    spend: Callable[[Quota], None]  # takes a token of a rate-limit quota; raises ApiError("rate_limited")
     request_id: str | None = None  # for logs
 
 
@@ -60,7 +58,7 @@ class Tool:
     title: str
     description: str
     output: tuple[str, ...]  # REST schema file(s) of the result; several are alternatives (anyOf)
-    scope: str
+    quota: Quota  # the rate-limit quota (docs/API.md#rate-limits) it spends besides the request's own general token
     run: Runner
     open_world: bool = True
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # canonicalises arguments before checking
@@ -123,6 +121,16 @@ async def _calculate_cidr(intel: Intel, arguments: dict[str, Any], context: Call
     return await intel.calculate_cidr(arguments["range"])
 
 
+async def _profile_ip(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+    # GET /ip/{ip}/profile: each part that asks an upstream spends its own quota, as the route's do.
+    return await intel.profile_ip(arguments["ip"], arguments.get("include"), spend=context.spend)
+
+
+async def _lookup_ips(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+    # POST /ip/batch, at most MCP_BATCH_MAX addresses (the input schema's maxItems).
+    return await intel.lookup_ips(arguments["ips"], arguments.get("include"), spend=context.spend)
+
+
 # The six tools, in the fixed order of docs/MCP.md#tools. ---------------------------------
 
 TOOLS: tuple[Tool, ...] = (
@@ -139,7 +147,7 @@ TOOLS: tuple[Tool, ...] = (
             'Example: {"ip": "8.8.8.8"} returns {"country": "US", "city": "Mountain View", "asn": "AS15169", ...}.'
         ),
         output=("geoip",),
-        scope=GENERAL,
+        quota=Quota.GENERAL,
         run=_lookup_ip,
     ),
     Tool(
@@ -155,7 +163,7 @@ TOOLS: tuple[Tool, ...] = (
             'Example: {"ip": "1.1.1.1"} returns {"registry": "APNIC", "startAddress": "1.1.1.0", ...}.'
         ),
         output=("whois",),
-        scope=REGISTRY,
+        quota=Quota.REGISTRY,
         run=_whois_ip,
     ),
     Tool(
@@ -172,7 +180,7 @@ TOOLS: tuple[Tool, ...] = (
             '"MX"}; {"ip": "8.8.8.8"} returns a PTR record with data "dns.google".'
         ),
         output=("dns", "reverse"),
-        scope=DNS,
+        quota=Quota.DNS,
         run=_lookup_dns,
         prepare=_upper_record_type,
     ),
@@ -189,7 +197,7 @@ TOOLS: tuple[Tool, ...] = (
             'ipv6_not_supported). Example: {"ip": "185.220.101.1"}.'
         ),
         output=("blacklist",),
-        scope=REGISTRY,
+        quota=Quota.REGISTRY,
         run=_check_blacklist,
     ),
     Tool(
@@ -205,7 +213,7 @@ TOOLS: tuple[Tool, ...] = (
             '"185.220.101.1"}.'
         ),
         output=("vpn",),
-        scope=GENERAL,
+        quota=Quota.GENERAL,
         run=_detect_vpn,
     ),
     Tool(
@@ -221,9 +229,40 @@ TOOLS: tuple[Tool, ...] = (
             '{"network": "192.168.1.0", "broadcast": "192.168.1.255", "usableHosts": 254, ...}.'
         ),
         output=("cidr",),
-        scope=GENERAL,
+        quota=Quota.GENERAL,
         run=_calculate_cidr,
         open_world=False,
+    ),
+    Tool(
+        name="profile_ip",
+        title="Everything about an address",
+        description=(
+            "Everything ipintel knows about one IP address in one call: geo (the lookup_ip record: location, "
+            "AS, ISP), vpn (the detect_vpn verdict), whois (the whois_ip registry record), blacklist (the "
+            "check_blacklist result; IPv4 only) and ptr (reverse DNS names). The parts are fetched at once; a "
+            'part that fails is {"error": {"code", "message"}} in its place while the others are answered. '
+            "Use it to triage an address instead of calling five tools. Arguments: ip, a public IPv4 or IPv6 "
+            "address; include, optional, the parts to fetch (default all). "
+            'Example: {"ip": "8.8.8.8", "include": ["geo", "whois"]}.'
+        ),
+        output=("profile",),
+        quota=Quota.GENERAL,
+        run=_profile_ip,
+    ),
+    Tool(
+        name="lookup_ips",
+        title="Many addresses at once",
+        description=(
+            "Profiles of up to 100 IP addresses in one call, in the order given: results is a list of "
+            '{"ip", "data"} (data as profile_ip answers it, with the included parts) or {"ip", "error"} for an '
+            "address that is malformed or not public. Duplicates are looked up once. include defaults to geo "
+            "and vpn, which are local and fast; whois, blacklist and ptr ask upstreams. Use it to enrich a list "
+            'of addresses from a log or an alert. Example: {"ips": ["8.8.8.8", "1.1.1.1"], "include": '
+            '["geo", "vpn"]}.'
+        ),
+        output=("ip_batch",),
+        quota=Quota.GENERAL,
+        run=_lookup_ips,
     ),
 )
 
@@ -368,7 +407,7 @@ class ToolSet:
     async def call(self, intel: Intel, tool: Tool, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
         """Check the arguments, spend the tool's rate-limit token, run the one Intel call."""
         arguments = self.check_arguments(tool, arguments)
-        context.spend(tool.scope)
+        context.spend(tool.quota)
         return await tool.run(intel, arguments, context)
 
 

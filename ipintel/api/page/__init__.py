@@ -1,0 +1,135 @@
+"""The page for people at ``GET /`` (README, "The page"), and the JSON index of the routes for everyone else.
+
+``GET /`` is negotiated on ``Accept``: a browser (``text/html`` preferred to
+JSON) gets one static HTML page; any other client (``curl``'s ``*/*``, an API
+client's ``application/json``) gets ``{"data": {...}}``, a small index of the
+routes and the docs link. Both answers carry ``Vary: Accept``.
+
+The page is a view of ``GET /ip/{ip}/profile``: its script (``static/page.js``)
+reads ``?ip=`` and calls the API from the browser, so the page is rate limited
+exactly as the API is, and it renders every upstream value with
+``textContent`` and DOM creation, never as markup. Everything it loads is
+served here from ``static/`` through one route, ``/page/{name}``, which knows
+its files by name (nothing else on disk is reachable). No inline script or
+style: the HTML and its assets are answered with a Content-Security-Policy
+that allows only this origin.
+
+The world map (``static/world.svg``) is Natural Earth's 1:110m outline (public
+domain), drawn by ``scripts/world-map`` from the npm package ``world-atlas``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ipintel import __version__
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+# Only this origin: no inline script or style, no frame, no plug-in, no other host. img-src allows data: for the
+# favicon (an empty data: URL, so the browser does not ask for /favicon.ico).
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+
+
+@dataclass(frozen=True)
+class Asset:
+    body: bytes
+    media_type: str
+    etag: str
+
+
+def _load(path: Path) -> Asset:
+    body = path.read_bytes()
+    return Asset(body, _TYPES[path.suffix], '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
+
+
+# The page's files, read once: /page/{name} serves these names and nothing else.
+ASSETS: dict[str, Asset] = {p.name: _load(p) for p in sorted(STATIC.iterdir()) if p.suffix in _TYPES}
+PAGE = ASSETS.pop("index.html")
+
+
+def wants_html(accept: str) -> bool:
+    """True when ``Accept`` ranks ``text/html`` above zero and at least as high as JSON (``application/json``,
+    ``application/*`` or ``*/*``). A browser's navigation does; curl's ``*/*`` and API clients do not."""
+    html = json = 0.0
+    for item in accept.split(","):
+        media, _, params = item.strip().partition(";")
+        quality = 1.0
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    quality = max(0.0, min(1.0, float(value)))
+                except ValueError:
+                    quality = 0.0
+        media = media.strip().lower()
+        if media in ("text/html", "application/xhtml+xml"):
+            html = max(html, quality)
+        elif media in ("application/json", "application/*", "*/*"):
+            json = max(json, quality)
+    return html > 0 and html >= json
+
+
+def _asset_response(request: Request, asset: Asset, *, extra: dict[str, str] | None = None) -> Response:
+    headers = {**SECURITY_HEADERS, "ETag": asset.etag, "Cache-Control": "no-cache", **(extra or {})}
+    if request.headers.get("if-none-match") == asset.etag:
+        return Response(status_code=304, headers=headers)
+    return Response(asset.body, media_type=asset.media_type, headers=headers)
+
+
+async def index(request: Request) -> Response:
+    if wants_html(request.headers.get("accept", "")):
+        return _asset_response(request, PAGE, extra={"Vary": "Accept"})
+    paths = request.app.state.openapi["paths"]
+    routes = [path for path, item in paths.items() if "get" in item]  # in the OpenAPI document's order
+    return JSONResponse(
+        {
+            "data": {
+                "name": "ipintel",
+                "version": __version__,
+                "docs": "/docs",
+                "openapi": "/openapi.json",
+                "routes": routes,
+            }
+        },
+        headers={"Vary": "Accept"},
+    )
+
+
+async def asset(request: Request) -> Response:
+    found = ASSETS.get(request.path_params["name"])
+    if found is None:
+        return JSONResponse(
+            {"error": {"code": "not_found", "message": f"no route {request.url.path}"}},
+            status_code=404,
+        )
+    return _asset_response(request, found)
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/", index, methods=["GET"]),
+        Route("/page/{name}", asset, methods=["GET"]),
+    ]
