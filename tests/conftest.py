@@ -1,11 +1,25 @@
+"""Fixtures shared by the test modules: the fixture databases, the offline settings, and the local
+stand-ins for the far side of every network boundary (tests/support/), each started per test.
+
+A module that needs a server with content of its own overrides the fixture by name and fills the
+server it is given (``def dns(dns): dns.add(...); return dns``)."""
+
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from ipintel.infra.resolver import Resolver
+from ipintel.infra.upstream import HttpClient
 from ipintel.settings import Settings
+from tests.support.dns_server import DnsServer
+from tests.support.fake_internet import FakeInternet
+from tests.support.feeds import FeedServer
 from tests.support.mmdb import write_asn_db, write_city_db
+from tests.support.rdap_server import REGISTRIES, RdapServer, rdap_server
+from tests.support.reputation_server import ReputationServer
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +51,88 @@ def settings(tmp_path: Path, city_db: Path, asn_db: Path) -> Settings:
         rate_limits=None,
         log_format="text",
     )
+
+
+# DNS ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dns() -> Iterator[DnsServer]:
+    """An empty DNS server on 127.0.0.1 (tests/support/dns_server.py): every name NXDOMAIN until added."""
+    with DnsServer() as server:
+        yield server
+
+
+@pytest.fixture
+def dns_settings(settings: Settings, dns: DnsServer) -> Settings:
+    """:func:`settings` asking :func:`dns` for every name."""
+    return settings.replace(dns_servers=dns.servers)
+
+
+@pytest.fixture
+async def resolver(dns: DnsServer) -> AsyncIterator[Resolver]:
+    """The service's resolver, asking :func:`dns`."""
+    async with Resolver(dns.servers, timeout=0.5) as r:
+        yield r
+
+
+# HTTP upstreams -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[HttpClient]:
+    """The service's pooled HTTP client (1 s unless a call says otherwise)."""
+    client = HttpClient(timeout=1.0)
+    await client.start()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def rdap() -> AsyncIterator[RdapServer]:
+    """The RDAP world (tests/support/rdap_server.py): a bootstrap for the five registries of
+    ``REGISTRIES``, each answering an RDAP 404 for every address until a test sets its answer."""
+    async with rdap_server(REGISTRIES) as server:
+        yield server
+
+
+@pytest.fixture
+def whois_settings(settings: Settings, rdap: RdapServer) -> Settings:
+    """:func:`settings` with the RDAP bootstrap of :func:`rdap`."""
+    return settings.replace(rdap_bootstrap_url=rdap.bootstrap_url)
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[ReputationServer]:
+    """The reputation API (StopForumSpam, AbuseIPDB) on 127.0.0.1; it answers "never reported" until told."""
+    async with ReputationServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def feed_server() -> AsyncIterator[FeedServer]:
+    """Every VPN/hosting feed in its published format (tests/support/feeds.py), serving the feed world."""
+    async with FeedServer() as server:
+        server.serve_world()
+        yield server
+
+
+# The whole fake internet ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def net() -> Iterator[FakeInternet]:
+    """Every upstream at once (tests/support/fake_internet.py), one per test module: it takes a while
+    to start. A module that switches faults on marks itself ``usefixtures("healthy_net")``."""
+    with FakeInternet() as internet:
+        yield internet
+
+
+@pytest.fixture
+def healthy_net(net: FakeInternet) -> Iterator[FakeInternet]:
+    """:func:`net` with every upstream healthy, before the test and after it."""
+    net.restore()
+    yield net
+    net.restore()

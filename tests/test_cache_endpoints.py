@@ -8,7 +8,6 @@ arrive (the local server), so "one upstream call" means one request on a socket.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -19,26 +18,22 @@ from tests.support.clock import FakeClock
 from tests.support.dns_server import DnsServer
 from tests.support.dnsbl import healthy_list
 from tests.support.mcp import call_tool
-from tests.support.rdap_server import RdapServer, Reply, rdap_fixture, rdap_server
+from tests.support.rdap_server import RdapServer, Reply, rdap_fixture
 from tests.support.reputation_server import ReputationServer
 
 ARIN_IP = "23.45.67.89"
 
 
-@pytest.fixture
-async def rdap() -> AsyncIterator[RdapServer]:
-    async with rdap_server({"arin": ["23.0.0.0/8"]}) as server:
-        yield server
-
-
 # /whois: 7 days, single flight, RDAP 404 five minutes ------------------------------------
 
 
-async def test_fifty_concurrent_whois_requests_make_one_upstream_call(settings: Settings, rdap: RdapServer) -> None:
+async def test_fifty_concurrent_whois_requests_make_one_upstream_call(
+    whois_settings: Settings, rdap: RdapServer
+) -> None:
     path = rdap.ip_path("arin", ARIN_IP)
     rdap.set(path, Reply.json(rdap_fixture("arin_v4_2024"), delay=0.3))  # slow: all 50 arrive while it is out
     clock = FakeClock()
-    async with running_app(settings.replace(rdap_bootstrap_url=rdap.bootstrap_url), clock=clock) as client:
+    async with running_app(whois_settings, clock=clock) as client:
         responses = await asyncio.gather(*(client.get(f"/whois/{ARIN_IP}") for _ in range(50)))
         assert [r.status_code for r in responses] == [200] * 50
         assert len({r.content for r in responses}) == 1
@@ -54,10 +49,10 @@ async def test_fifty_concurrent_whois_requests_make_one_upstream_call(settings: 
         assert rdap.hits[path] == 2
 
 
-async def test_rdap_404_is_cached_five_minutes(settings: Settings, rdap: RdapServer) -> None:
+async def test_rdap_404_is_cached_five_minutes(whois_settings: Settings, rdap: RdapServer) -> None:
     path = rdap.ip_path("arin", "23.1.1.1")  # unconfigured: the registry's 404
     clock = FakeClock()
-    async with running_app(settings.replace(rdap_bootstrap_url=rdap.bootstrap_url), clock=clock) as client:
+    async with running_app(whois_settings, clock=clock) as client:
         for _ in range(3):
             response = await client.get("/whois/23.1.1.1")
             assert response.status_code == 404
@@ -69,10 +64,10 @@ async def test_rdap_404_is_cached_five_minutes(settings: Settings, rdap: RdapSer
 
 
 @pytest.mark.parametrize("reply", [Reply.server_error(503), Reply.html_429(), Reply.invalid_json()])
-async def test_rdap_failures_are_not_cached(settings: Settings, rdap: RdapServer, reply: Reply) -> None:
+async def test_rdap_failures_are_not_cached(whois_settings: Settings, rdap: RdapServer, reply: Reply) -> None:
     path = rdap.ip_path("arin", ARIN_IP)
     rdap.set(path, reply)
-    async with running_app(settings.replace(rdap_bootstrap_url=rdap.bootstrap_url), clock=FakeClock()) as client:
+    async with running_app(whois_settings, clock=FakeClock()) as client:
         first = await client.get(f"/whois/{ARIN_IP}")
         second = await client.get(f"/whois/{ARIN_IP}")
         assert first.status_code == second.status_code == 502
@@ -82,11 +77,11 @@ async def test_rdap_failures_are_not_cached(settings: Settings, rdap: RdapServer
 
 
 async def test_failure_during_single_flight_reaches_every_waiter_and_is_not_cached(
-    settings: Settings, rdap: RdapServer
+    whois_settings: Settings, rdap: RdapServer
 ) -> None:
     path = rdap.ip_path("arin", ARIN_IP)
     rdap.set(path, Reply(503, b"busy", "text/plain", delay=0.2))
-    async with running_app(settings.replace(rdap_bootstrap_url=rdap.bootstrap_url), clock=FakeClock()) as client:
+    async with running_app(whois_settings, clock=FakeClock()) as client:
         responses = await asyncio.gather(*(client.get(f"/whois/{ARIN_IP}") for _ in range(20)))
         assert {r.status_code for r in responses} == {502}
         assert rdap.hits[path] == 1
@@ -98,20 +93,19 @@ async def test_failure_during_single_flight_reaches_every_waiter_and_is_not_cach
 
 
 @pytest.fixture
-def dns() -> Iterator[DnsServer]:
-    with DnsServer() as server:
-        server.add("short.example", "A", "192.0.2.10", ttl=30)
-        server.add("long.example", "A", "192.0.2.11", ttl=86400)
-        server.add("volatile.example", "A", "192.0.2.12", ttl=0)
-        server.add("mail.example", "MX", "10 mx.mail.example", ttl=600)
-        server.add_ptr("8.8.8.8", "dns.google", ttl=120)
-        server.servfail("broken.example")
-        yield server
+def dns(dns: DnsServer) -> DnsServer:
+    dns.add("short.example", "A", "192.0.2.10", ttl=30)
+    dns.add("long.example", "A", "192.0.2.11", ttl=86400)
+    dns.add("volatile.example", "A", "192.0.2.12", ttl=0)
+    dns.add("mail.example", "MX", "10 mx.mail.example", ttl=600)
+    dns.add_ptr("8.8.8.8", "dns.google", ttl=120)
+    dns.servfail("broken.example")
+    return dns
 
 
-async def test_dns_answers_live_no_longer_than_their_ttl(settings: Settings, dns: DnsServer) -> None:
+async def test_dns_answers_live_no_longer_than_their_ttl(dns_settings: Settings, dns: DnsServer) -> None:
     clock = FakeClock()
-    async with running_app(settings.replace(dns_servers=dns.servers), clock=clock) as client:
+    async with running_app(dns_settings, clock=clock) as client:
         cache = client.app.state.intel.caches["dns"]  # type: ignore[attr-defined]
         short = await client.get("/dns/short.example")
         await client.get("/dns/long.example")
@@ -131,24 +125,24 @@ async def test_dns_answers_live_no_longer_than_their_ttl(settings: Settings, dns
         assert cache.stats()["misses"] == 4
 
 
-async def test_dns_cache_keys_are_canonical_and_per_type(settings: Settings, dns: DnsServer) -> None:
-    async with running_app(settings.replace(dns_servers=dns.servers), clock=FakeClock()) as client:
+async def test_dns_cache_keys_are_canonical_and_per_type(dns_settings: Settings, dns: DnsServer) -> None:
+    async with running_app(dns_settings, clock=FakeClock()) as client:
         cache = client.app.state.intel.caches["dns"]  # type: ignore[attr-defined]
         for url in ("/dns/mail.example?type=MX", "/dns/MAIL.example.?type=mx", "/dns/mail.example?type=A"):
             assert (await client.get(url)).status_code == 200
         assert cache.stats()["misses"] == 2 and cache.stats()["hits"] == 1
 
 
-async def test_ttl_zero_is_never_cached(settings: Settings, dns: DnsServer) -> None:
-    async with running_app(settings.replace(dns_servers=dns.servers), clock=FakeClock()) as client:
+async def test_ttl_zero_is_never_cached(dns_settings: Settings, dns: DnsServer) -> None:
+    async with running_app(dns_settings, clock=FakeClock()) as client:
         for _ in range(3):
             assert (await client.get("/dns/volatile.example")).status_code == 200
     assert dns.count("volatile.example", "A") == 3
 
 
-async def test_nxdomain_is_cached_five_minutes(settings: Settings, dns: DnsServer) -> None:
+async def test_nxdomain_is_cached_five_minutes(dns_settings: Settings, dns: DnsServer) -> None:
     clock = FakeClock()
-    async with running_app(settings.replace(dns_servers=dns.servers), clock=clock) as client:
+    async with running_app(dns_settings, clock=clock) as client:
         for _ in range(3):
             response = await client.get("/dns/nothing-here.example")
             assert response.status_code == 404 and response.json()["error"]["code"] == "domain_not_found"
@@ -158,17 +152,17 @@ async def test_nxdomain_is_cached_five_minutes(settings: Settings, dns: DnsServe
         assert dns.count("nothing-here.example", "A") == 2
 
 
-async def test_servfail_is_not_cached(settings: Settings, dns: DnsServer) -> None:
-    async with running_app(settings.replace(dns_servers=dns.servers), clock=FakeClock()) as client:
+async def test_servfail_is_not_cached(dns_settings: Settings, dns: DnsServer) -> None:
+    async with running_app(dns_settings, clock=FakeClock()) as client:
         cache = client.app.state.intel.caches["dns"]  # type: ignore[attr-defined]
         for _ in range(2):
             assert (await client.get("/dns/broken.example")).status_code == 502
         assert cache.stats()["misses"] == 2 and len(cache) == 0
 
 
-async def test_reverse_dns_is_cached_within_its_ttl(settings: Settings, dns: DnsServer) -> None:
+async def test_reverse_dns_is_cached_within_its_ttl(dns_settings: Settings, dns: DnsServer) -> None:
     clock = FakeClock()
-    async with running_app(settings.replace(dns_servers=dns.servers), clock=clock) as client:
+    async with running_app(dns_settings, clock=clock) as client:
         cache = client.app.state.intel.caches["dns"]  # type: ignore[attr-defined]
         first = await client.get("/dns/8.8.8.8/reverse")
         assert first.json()["data"]["records"][0]["data"].rstrip(".") == "dns.google"
@@ -179,8 +173,8 @@ async def test_reverse_dns_is_cached_within_its_ttl(settings: Settings, dns: Dns
         assert cache.stats()["hits"] == 1 and cache.stats()["misses"] == 2
 
 
-async def test_rest_and_mcp_share_the_dns_cache(settings: Settings, dns: DnsServer) -> None:
-    async with running_app(settings.replace(dns_servers=dns.servers), clock=FakeClock()) as client:
+async def test_rest_and_mcp_share_the_dns_cache(dns_settings: Settings, dns: DnsServer) -> None:
+    async with running_app(dns_settings, clock=FakeClock()) as client:
         cache = client.app.state.intel.caches["dns"]  # type: ignore[attr-defined]
         rest = await client.get("/dns/short.example")
         result = await call_tool(client, "lookup_dns", {"domain": "short.example"})
@@ -202,26 +196,23 @@ async def test_unavailable_blacklist_verdict_is_not_cached(settings: Settings) -
         assert cache.stats()["misses"] == 2 and len(cache) == 0
 
 
-async def test_definitive_blacklist_verdict_is_cached_one_hour(settings: Settings) -> None:
+async def test_definitive_blacklist_verdict_is_cached_one_hour(
+    dns_settings: Settings, dns: DnsServer, api: ReputationServer
+) -> None:
     clock = FakeClock()
-    with DnsServer() as dns:
-        healthy_list(dns, "bl.spamcop.net")
-        async with ReputationServer() as api:
-            configured = settings.replace(
-                dns_servers=dns.servers,
-                dnsbl_zones=("bl.spamcop.net",),
-                reputation_url=api.url("/api"),
-                blacklist_deadline=1.5,
-            )
-            async with running_app(configured, clock=clock) as client:
-                first = (await client.get("/blacklist/8.8.8.8")).json()["data"]
-                assert first["status"] == "clear"
-                clock.advance(BLACKLIST_TTL - 1)
-                assert (await client.get("/blacklist/8.8.8.8")).json()["data"] == first
-                assert len(api.requests) == 1
-                clock.advance(1)
-                await client.get("/blacklist/8.8.8.8")
-                assert len(api.requests) == 2
+    healthy_list(dns, "bl.spamcop.net")
+    configured = dns_settings.replace(
+        dnsbl_zones=("bl.spamcop.net",), reputation_url=api.url("/api"), blacklist_deadline=1.5
+    )
+    async with running_app(configured, clock=clock) as client:
+        first = (await client.get("/blacklist/8.8.8.8")).json()["data"]
+        assert first["status"] == "clear"
+        clock.advance(BLACKLIST_TTL - 1)
+        assert (await client.get("/blacklist/8.8.8.8")).json()["data"] == first
+        assert len(api.requests) == 1
+        clock.advance(1)
+        await client.get("/blacklist/8.8.8.8")
+        assert len(api.requests) == 2
 
 
 # /ip/:ip/vpn: in the GeoIP cache -------------------------------------------------------

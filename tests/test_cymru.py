@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from hypothesis import given
@@ -23,6 +22,7 @@ from ipintel.capabilities.cymru import (
 from ipintel.infra.resolver import Resolver
 from ipintel.settings import Settings
 from tests.support.app import running_app
+from tests.support.clock import FakeClock
 from tests.support.dns_server import DnsServer
 
 ZONE = "asn.cymru.test"
@@ -104,15 +104,8 @@ def cymru_zone(server: DnsServer) -> DnsServer:
 
 
 @pytest.fixture
-def dns() -> Iterator[DnsServer]:
-    with DnsServer() as server:
-        yield cymru_zone(server)
-
-
-@pytest.fixture
-async def resolver(dns: DnsServer) -> AsyncIterator[Resolver]:
-    async with Resolver(dns.servers, timeout=0.5) as r:
-        yield r
+def dns(dns: DnsServer) -> DnsServer:
+    return cymru_zone(dns)
 
 
 async def test_lookup_and_per_prefix_per_asn_caching(dns: DnsServer, resolver: Resolver) -> None:
@@ -233,10 +226,6 @@ def test_parsing_never_raises(texts: list[str]) -> None:
 
 async def test_record_without_asn_is_kept_only_five_minutes(settings) -> None:  # type: ignore[no-untyped-def]
     """A GeoIP record whose ASN lookup failed must not pin null ASN fields for 24 h."""
-    from tests.support.app import running_app
-    from tests.support.clock import FakeClock
-    from tests.support.dns_server import DnsServer
-
     clock = FakeClock()
     with DnsServer() as dns:
         dns.servfail("asn.cymru.com")

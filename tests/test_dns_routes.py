@@ -5,7 +5,6 @@ DNS server on 127.0.0.1. Every response is checked against its schema by
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,32 +14,26 @@ from tests.support.dns_server import DnsServer
 
 
 @pytest.fixture
-def dns() -> Iterator[DnsServer]:
-    with DnsServer() as server:
-        server.add("example.com", "A", "93.184.215.14", ttl=3600)
-        server.add("example.com", "AAAA", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", ttl=3600)
-        server.add("example.com", "MX", "10 mx1.example.com")
-        server.add("example.com", "MX", "20 mx2.example.com")
-        server.add("example.com", "NS", "a.iana-servers.net")
-        server.add("example.com", "NS", "b.iana-servers.net")
-        server.add("example.com", "TXT", ["v=spf1 ", "-all"])
-        server.add("example.com", "TXT", "google-site-verification=abc")
-        server.add("www.example.com", "CNAME", "cdn.example.net")
-        server.add("cdn.example.net", "CNAME", "edge.example.net")
-        server.add("edge.example.net", "A", "198.51.100.10", ttl=60)
-        server.add("xn--bcher-kva.example", "A", "192.0.2.80")
-        server.add_ptr("8.8.8.8", "dns.google", ttl=3600)
-        server.add_ptr("2001:4860:4860::8888", "dns.google.")
-        server.add_ptr("10.0.0.1", "router.lan")
-        server.servfail("broken.example")
-        server.refuse("refused.example")
-        server.blackhole("silent.example")
-        yield server
-
-
-@pytest.fixture
-def dns_settings(settings: Settings, dns: DnsServer) -> Settings:
-    return settings.replace(dns_servers=dns.servers, dns_timeout=0.5)
+def dns(dns: DnsServer) -> DnsServer:
+    dns.add("example.com", "A", "93.184.215.14", ttl=3600)
+    dns.add("example.com", "AAAA", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", ttl=3600)
+    dns.add("example.com", "MX", "10 mx1.example.com")
+    dns.add("example.com", "MX", "20 mx2.example.com")
+    dns.add("example.com", "NS", "a.iana-servers.net")
+    dns.add("example.com", "NS", "b.iana-servers.net")
+    dns.add("example.com", "TXT", ["v=spf1 ", "-all"])
+    dns.add("example.com", "TXT", "google-site-verification=abc")
+    dns.add("www.example.com", "CNAME", "cdn.example.net")
+    dns.add("cdn.example.net", "CNAME", "edge.example.net")
+    dns.add("edge.example.net", "A", "198.51.100.10", ttl=60)
+    dns.add("xn--bcher-kva.example", "A", "192.0.2.80")
+    dns.add_ptr("8.8.8.8", "dns.google", ttl=3600)
+    dns.add_ptr("2001:4860:4860::8888", "dns.google.")
+    dns.add_ptr("10.0.0.1", "router.lan")
+    dns.servfail("broken.example")
+    dns.refuse("refused.example")
+    dns.blackhole("silent.example")
+    return dns
 
 
 async def get_records(settings: Settings, path: str) -> list[dict]:

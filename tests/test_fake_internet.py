@@ -7,9 +7,7 @@ which ``make soak`` and the fuzzing rely on."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +16,9 @@ import pytest
 from ipintel.settings import Settings
 from tests.support.app import running_app
 from tests.support.fake_internet import ARIN_IP, FAULTS, LISTED_IP, RIPE_IP, FakeInternet
-from tests.support.feeds import VPN_SERVER_ADDRESS
+from tests.support.feeds import VPN_SERVER_ADDRESS, wait_for_feeds
 
-
-@pytest.fixture(scope="module")
-def net() -> Iterator[FakeInternet]:
-    with FakeInternet() as internet:
-        yield internet
+pytestmark = pytest.mark.usefixtures("healthy_net")  # every test starts, and leaves, with no fault on
 
 
 @pytest.fixture
@@ -37,26 +31,6 @@ def base(tmp_path: Path, city_db: Path) -> Settings:
         log_format="text",
         feeds_enabled=True,
     )
-
-
-@pytest.fixture(autouse=True)
-def healthy(net: FakeInternet) -> Iterator[None]:
-    net.restore()
-    yield
-    net.restore()
-
-
-async def wait_for_feeds(http: Any, status: str | None = None, *, timeout: float = 20.0) -> dict[str, Any]:
-    """Until every feed was fetched once (loaded, or failed with an error); bounded."""
-    intel = http.app.state.intel
-    deadline = time.monotonic() + timeout
-    while True:
-        health = intel.feed_health()
-        done = all(h["status"] == "ok" or "error" in h for h in health.values())
-        if done and (status is None or {h["status"] for h in health.values()} == {status}):
-            return health
-        assert time.monotonic() < deadline, health
-        await asyncio.sleep(0.05)
 
 
 def sources(body: dict[str, Any]) -> dict[str, str]:

@@ -12,7 +12,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +68,10 @@ def city(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def slow_dns() -> Iterator[DnsServer]:
-    with DnsServer() as server:
-        server.add("slow.example", "A", "192.0.2.10", ttl=0)
-        server.slow("slow.example", 1.2)
-        yield server
+def slow_dns(dns: DnsServer) -> DnsServer:
+    dns.add("slow.example", "A", "192.0.2.10", ttl=0)
+    dns.slow("slow.example", 1.2)
+    return dns
 
 
 def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(city: Path, slow_dns: DnsServer) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,22 +15,6 @@ from ipintel.infra.upstream import HttpClient
 from tests.support.reputation_server import ReputationServer
 
 IP = ipaddress.IPv4Address("45.33.32.156")
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[ReputationServer]:
-    async with ReputationServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[HttpClient]:
-    client = HttpClient(timeout=1.0)
-    await client.start()
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def sfs(api: ReputationServer, http: HttpClient, timeout: float = 1.0) -> SourceResult:

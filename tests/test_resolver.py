@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -17,20 +16,7 @@ from ipintel.infra.resolver import (
     ServerFailure,
     server_address,
 )
-from ipintel.infra.stats import UpstreamStats
 from tests.support.dns_server import Answer, DnsServer, free_udp_tcp_port
-
-
-@pytest.fixture
-def dns() -> Iterator[DnsServer]:
-    with DnsServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def resolver(dns: DnsServer) -> AsyncIterator[Resolver]:
-    async with Resolver(dns.servers, timeout=0.5, stats=UpstreamStats()) as r:
-        yield r
 
 
 async def test_every_record_type_in_text_form(dns: DnsServer, resolver: Resolver) -> None:
@@ -209,20 +195,17 @@ async def test_query_before_start_is_a_programming_error() -> None:
             await resolver.query("example.com", "ANYTHING")
 
 
-async def test_channel_is_renewed_so_the_c_ares_cache_stays_bounded() -> None:
+async def test_channel_is_renewed_so_the_c_ares_cache_stays_bounded(dns: DnsServer) -> None:
     """c-ares caches answers per channel without an entry limit; the resolver
     replaces its channel every N queries, and answers keep coming across it."""
-    from tests.support.dns_server import DnsServer
-
-    with DnsServer() as dns:
-        dns.add("a.example", "A", "192.0.2.1", ttl=3600)
-        resolver = Resolver(dns.servers, timeout=1.0, rotate_after_queries=3)
-        await resolver.start()
-        try:
-            answers = [await resolver.query("a.example", "A") for _ in range(8)]
-            assert all(a[0].data == "192.0.2.1" for a in answers)
-            assert resolver.rotations == 2
-            # A renewed channel has an empty cache: it asked the server again.
-            assert dns.count("a.example", "A") == 3
-        finally:
-            await resolver.close()
+    dns.add("a.example", "A", "192.0.2.1", ttl=3600)
+    resolver = Resolver(dns.servers, timeout=1.0, rotate_after_queries=3)
+    await resolver.start()
+    try:
+        answers = [await resolver.query("a.example", "A") for _ in range(8)]
+        assert all(a[0].data == "192.0.2.1" for a in answers)
+        assert resolver.rotations == 2
+        # A renewed channel has an empty cache: it asked the server again.
+        assert dns.count("a.example", "A") == 3
+    finally:
+        await resolver.close()

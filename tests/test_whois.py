@@ -1,5 +1,6 @@
 """``GET /whois/{ip}`` end to end: the app talks real HTTP to a local RDAP world
-(tests/support/rdap_server.py) - bootstrap, registries, redirects and failures.
+(tests/support/rdap_server.py) - bootstrap, registries, redirects and failures. The ``rdap``
+fixture (conftest) serves the five RIRs with the space of ``rdap_server.REGISTRIES``.
 
 Registry hosts cannot be named on 127.0.0.1, so the last tests use
 aioresponses with the RIRs' real host names for what depends on them
@@ -9,11 +10,9 @@ aioresponses with the RIRs' real host names for what depends on them
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import itertools
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -24,26 +23,7 @@ from ipintel.infra.upstream import HttpClient
 from ipintel.settings import Settings
 from tests.support.app import running_app
 from tests.support.http_mock import mock_http
-from tests.support.rdap_server import RdapServer, Reply, bootstrap_document, rdap_fixture, rdap_server
-
-REGISTRIES = {
-    "arin": ["23.0.0.0/8", "2600::/12"],
-    "ripe": ["185.0.0.0/8", "91.0.0.0/8", "2a00::/12"],
-    "apnic": ["101.0.0.0/8", "14.0.0.0/8"],
-    "lacnic": ["200.0.0.0/8", "177.0.0.0/8"],
-    "afrinic": ["41.0.0.0/8"],
-}
-
-
-@pytest.fixture
-async def rdap() -> AsyncIterator[RdapServer]:
-    async with rdap_server(REGISTRIES) as server:
-        yield server
-
-
-@pytest.fixture
-def whois_settings(settings: Settings, rdap: RdapServer) -> Settings:
-    return settings.replace(rdap_bootstrap_url=rdap.bootstrap_url)
+from tests.support.rdap_server import RdapServer, Reply, bootstrap_document, rdap_fixture
 
 
 @pytest.mark.parametrize(
@@ -306,53 +286,43 @@ async def test_slow_bootstrap_is_a_timeout(whois_settings: Settings, rdap: RdapS
     assert response.status_code == 504
 
 
-async def test_failed_first_fetch_is_shared_and_retried_on_the_next_lookup(rdap: RdapServer) -> None:
+async def test_failed_first_fetch_is_shared_and_retried_on_the_next_lookup(rdap: RdapServer, http: HttpClient) -> None:
     document = bootstrap_document([(["23.0.0.0/8"], [rdap.registry_url("arin")])])
     rdap.set_bootstrap(4, None, reply=Reply.server_error(500))
-    async with _client() as http:
-        bootstrap = RdapBootstrap(rdap.bootstrap_url, http)
-        results = await asyncio.gather(*(_table(bootstrap) for _ in range(10)), return_exceptions=True)
-        assert all(isinstance(r, ApiError) and r.code == "upstream_error" for r in results)
-        assert rdap.hits["/bootstrap/ipv4.json"] == 1
-        rdap.set_bootstrap(4, document)
-        assert len(await bootstrap.table(4)) == 1
-        assert rdap.hits["/bootstrap/ipv4.json"] == 2
+    bootstrap = RdapBootstrap(rdap.bootstrap_url, http)
+    results = await asyncio.gather(*(_table(bootstrap) for _ in range(10)), return_exceptions=True)
+    assert all(isinstance(r, ApiError) and r.code == "upstream_error" for r in results)
+    assert rdap.hits["/bootstrap/ipv4.json"] == 1
+    rdap.set_bootstrap(4, document)
+    assert len(await bootstrap.table(4)) == 1
+    assert rdap.hits["/bootstrap/ipv4.json"] == 2
 
 
-async def test_refreshed_daily_and_a_failed_refresh_keeps_the_last_good_copy(rdap: RdapServer) -> None:
+async def test_refreshed_daily_and_a_failed_refresh_keeps_the_last_good_copy(
+    rdap: RdapServer, http: HttpClient
+) -> None:
     now = [1000.0]
     path = "/bootstrap/ipv4.json"
     rdap.set_bootstrap(4, bootstrap_document([(["23.0.0.0/8"], [rdap.registry_url("arin")])]))
-    async with _client() as http:
-        bootstrap = RdapBootstrap(rdap.bootstrap_url, http, retry_after=600, clock=lambda: now[0])
-        ip = ipaddress.ip_address("23.1.1.1")
-        assert await bootstrap.base_url_for(ip) == rdap.registry_url("arin")
-        now[0] += 23 * 3600
-        await bootstrap.base_url_for(ip)
-        assert rdap.hits[path] == 1  # not refreshed within the day
+    bootstrap = RdapBootstrap(rdap.bootstrap_url, http, retry_after=600, clock=lambda: now[0])
+    ip = ipaddress.ip_address("23.1.1.1")
+    assert await bootstrap.base_url_for(ip) == rdap.registry_url("arin")
+    now[0] += 23 * 3600
+    await bootstrap.base_url_for(ip)
+    assert rdap.hits[path] == 1  # not refreshed within the day
 
-        rdap.set_bootstrap(4, None, reply=Reply.server_error(503))
-        now[0] += 2 * 3600
-        assert await bootstrap.base_url_for(ip) == rdap.registry_url("arin")  # the last good copy
-        assert rdap.hits[path] == 2
-        now[0] += 300
-        await bootstrap.base_url_for(ip)
-        assert rdap.hits[path] == 2  # a failed refresh is retried after a pause, not per lookup
+    rdap.set_bootstrap(4, None, reply=Reply.server_error(503))
+    now[0] += 2 * 3600
+    assert await bootstrap.base_url_for(ip) == rdap.registry_url("arin")  # the last good copy
+    assert rdap.hits[path] == 2
+    now[0] += 300
+    await bootstrap.base_url_for(ip)
+    assert rdap.hits[path] == 2  # a failed refresh is retried after a pause, not per lookup
 
-        rdap.set_bootstrap(4, bootstrap_document([(["23.0.0.0/8"], [rdap.registry_url("ripe")])]))
-        now[0] += 301
-        assert await bootstrap.base_url_for(ip) == rdap.registry_url("ripe")
-        assert rdap.hits[path] == 3
-
-
-@contextlib.asynccontextmanager
-async def _client() -> AsyncIterator[HttpClient]:
-    http = HttpClient(timeout=1.0)
-    await http.start()
-    try:
-        yield http
-    finally:
-        await http.close()
+    rdap.set_bootstrap(4, bootstrap_document([(["23.0.0.0/8"], [rdap.registry_url("ripe")])]))
+    now[0] += 301
+    assert await bootstrap.base_url_for(ip) == rdap.registry_url("ripe")
+    assert rdap.hits[path] == 3
 
 
 async def _table(bootstrap: RdapBootstrap) -> object:
@@ -385,12 +355,11 @@ def _iana_ipv4(mock: mock_http) -> None:
     )
 
 
-async def _lookup(ip: str) -> dict[str, object]:
-    async with _client() as http:
-        return await whois.lookup(ipaddress.ip_address(ip), http=http, bootstrap=RdapBootstrap(IANA, http))
+async def _lookup(http: HttpClient, ip: str) -> dict[str, object]:
+    return await whois.lookup(ipaddress.ip_address(ip), http=http, bootstrap=RdapBootstrap(IANA, http))
 
 
-async def test_https_preferred_and_registry_by_host_after_a_redirect() -> None:
+async def test_https_preferred_and_registry_by_host_after_a_redirect(http: HttpClient) -> None:
     ripe_without_port43 = rdap_fixture("ripe_2024")
     del ripe_without_port43["port43"]
     with mock_http() as mock:
@@ -405,11 +374,11 @@ async def test_https_preferred_and_registry_by_host_after_a_redirect() -> None:
             payload=ripe_without_port43,
             content_type="application/rdap+json",
         )
-        record = await _lookup("23.99.1.2")
+        record = await _lookup(http, "23.99.1.2")
     assert record["registry"] == "RIPE NCC"
 
 
-async def test_https_to_http_downgrade_is_refused() -> None:
+async def test_https_to_http_downgrade_is_refused(http: HttpClient) -> None:
     with mock_http() as mock:
         _iana_ipv4(mock)
         mock.get(
@@ -418,14 +387,14 @@ async def test_https_to_http_downgrade_is_refused() -> None:
             headers={"Location": "http://rdap.db.ripe.net/ip/23.99.1.2"},
         )
         with pytest.raises(ApiError) as raised:
-            await _lookup("23.99.1.2")
+            await _lookup(http, "23.99.1.2")
         asked = {str(url) for _, url in mock.requests}
     assert raised.value.code == "upstream_error"
     assert "HTTPS to HTTP" in raised.value.message
     assert "http://rdap.db.ripe.net/ip/23.99.1.2" not in asked
 
 
-async def test_nicbr_reached_through_lacnic_is_lacnic() -> None:
+async def test_nicbr_reached_through_lacnic_is_lacnic(http: HttpClient) -> None:
     with mock_http() as mock:
         _iana_ipv4(mock)
         mock.get(
@@ -434,6 +403,6 @@ async def test_nicbr_reached_through_lacnic_is_lacnic() -> None:
             headers={"Location": "https://rdap.registro.br/ip/177.33.1.1"},
         )
         mock.get("https://rdap.registro.br/ip/177.33.1.1", payload=rdap_fixture("nicbr"))
-        record = await _lookup("177.33.1.1")
+        record = await _lookup(http, "177.33.1.1")
     assert record["registry"] == "LACNIC"
     assert record["registrant"] == "Exemplo Telecom S.A."

@@ -45,50 +45,20 @@ from tests.support.dns_server import Answer, DnsServer
 from tests.support.dnsbl import AD_SERVER, healthy_list
 from tests.support.feeds import FeedServer
 from tests.support.feeds import Reply as FeedReply
-from tests.support.rdap_server import RdapServer, Reply, rdap_server
-from tests.support.reputation_server import ReputationServer
-
-SFS_CLEAN = {"success": 1, "ip": {"appears": 0, "frequency": 0}}
-SFS_LISTED = {"success": 1, "ip": {"appears": 1, "frequency": 7, "lastseen": "2026-11-01 10:00:00", "confidence": 55.0}}
+from tests.support.rdap_server import RdapServer, Reply, rdap_fixture, rdap_server
+from tests.support.reputation_server import SFS_CLEAN, ReputationServer
 
 # Addresses and names the fake internet knows about.
-LISTED_IP = "45.33.32.156"  # listed by the healthy DNSBL and by the reputation API
+LISTED_IP = "45.33.32.156"  # listed by the healthy DNSBL
 ARIN_IP = "3.3.3.3"
 RIPE_IP = "193.0.6.139"
 DOMAIN = "example.com"
 
-ARIN_NETWORK = {
-    "rdapConformance": ["rdap_level_0"],
-    "objectClassName": "ip network",
-    "handle": "NET-3-0-0-0-1",
-    "startAddress": "3.0.0.0",
-    "endAddress": "3.127.255.255",
-    "ipVersion": "v4",
-    "name": "AT-88-Z",
-    "port43": "whois.arin.net",
-    "events": [{"eventAction": "registration", "eventDate": "2019-06-07T10:51:44-04:00"}],
-    "entities": [
-        {
-            "objectClassName": "entity",
-            "handle": "AT-88-Z",
-            "roles": ["registrant"],
-            "vcardArray": ["vcard", [["version", {}, "text", "4.0"], ["fn", {}, "text", "Amazon Technologies Inc."],
-                                     ["kind", {}, "text", "org"]]],
-        }
-    ],
-}  # fmt: skip
-RIPE_NETWORK = {
-    "rdapConformance": ["rdap_level_0"],
-    "objectClassName": "ip network",
-    "handle": "193.0.0.0 - 193.0.7.255",
-    "startAddress": "193.0.0.0",
-    "endAddress": "193.0.7.255",
-    "ipVersion": "v4",
-    "name": "RIPE-NCC",
-    "country": "NL",
-    "port43": "whois.ripe.net",
-    "events": [{"eventAction": "last changed", "eventDate": "2021-08-04T13:40:09Z"}],
-}
+# The two registries and the space each holds; what they answer for the known networks:
+# real answers, kept in tests/fixtures/rdap/.
+REGISTRIES = {"arin": ["3.0.0.0/8", "2600::/12"], "ripe": ["193.0.0.0/8", "2001:600::/23"]}
+ARIN_NETWORK = rdap_fixture("arin_3_0_0_0")  # 3.0.0.0 - 3.127.255.255, Amazon
+RIPE_NETWORK = rdap_fixture("ripe_193_0_0_0")  # 193.0.0.0 - 193.0.7.255, the RIPE NCC
 
 
 class FakeInternet:
@@ -121,9 +91,7 @@ class FakeInternet:
         self._thread.start()
 
         async def up() -> None:
-            self.rdap = await self._stack.enter_async_context(
-                rdap_server({"arin": ["3.0.0.0/8", "2600::/12"], "ripe": ["193.0.0.0/8", "2001:600::/23"]})
-            )
+            self.rdap = await self._stack.enter_async_context(rdap_server(REGISTRIES))
             self.reputation = await self._stack.enter_async_context(ReputationServer())
             await self._stack.enter_async_context(self.feeds)
 
@@ -210,7 +178,7 @@ class FakeInternet:
             assert self.rdap is not None and self.reputation is not None
             self.rdap.replies.clear()
             self.rdap.default = None
-            self.rdap.serve_registries({"arin": ["3.0.0.0/8", "2600::/12"], "ripe": ["193.0.0.0/8", "2001:600::/23"]})
+            self.rdap.serve_registries(REGISTRIES)
             self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), Reply.json(ARIN_NETWORK))
             self.rdap.set(self.rdap.ip_path("ripe", RIPE_IP), Reply.json(RIPE_NETWORK))
             self.reputation.respond(body=SFS_CLEAN)

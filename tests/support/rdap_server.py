@@ -25,18 +25,29 @@ import json
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from tests.support.fixtures import load_json
+
 RDAP_JSON = "application/rdap+json"
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rdap"
+
+# The registries of the tests' RDAP world (the ``rdap`` fixture) and the space each holds.
+REGISTRIES: dict[str, list[str]] = {
+    "arin": ["3.0.0.0/8", "23.0.0.0/8", "2600::/12"],
+    "ripe": ["185.0.0.0/8", "91.0.0.0/8", "2a00::/12"],
+    "apnic": ["101.0.0.0/8", "14.0.0.0/8"],
+    "lacnic": ["200.0.0.0/8", "177.0.0.0/8"],
+    "afrinic": ["41.0.0.0/8"],
+}
 
 
 def rdap_fixture(name: str) -> dict[str, Any]:
-    """A registry answer written for the tests (``tests/fixtures/rdap/<name>.json``), freshly parsed."""
-    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    """A registry answer (``tests/fixtures/rdap/<name>.json``), freshly parsed: written for the tests
+    and modelled on what each RIR sends, or a real answer (``arin_3_0_0_0``, ``ripe_193_0_0_0``)."""
+    document: dict[str, Any] = load_json(f"rdap/{name}.json")
+    return document
 
 
 # What RIPE's rate limiter answers: an HTML page, not an RDAP error object.

@@ -4,7 +4,7 @@ A real aiohttp server, so the service's pooled HttpClient, its timeouts and
 its body caps are exercised over real sockets:
 
     async with ReputationServer() as api:
-        api.respond(body={"success": 1, "ip": {"appears": 0, "frequency": 0}})
+        api.respond(body=SFS_CLEAN)                     # StopForumSpam: never reported (the default)
         api.respond(status=503, body="busy")           # text bodies are sent as text/plain
         api.respond(body={...}, delay=2.0)             # answer late (a timeout)
         settings = settings.replace(reputation_url=api.url("/api"))
@@ -24,6 +24,9 @@ from typing import Any
 
 from aiohttp import web
 
+# StopForumSpam's answer for an address nobody reported.
+SFS_CLEAN = {"success": 1, "ip": {"appears": 0, "frequency": 0}}
+
 
 @dataclass(frozen=True)
 class SeenRequest:
@@ -36,7 +39,7 @@ class SeenRequest:
 @dataclass
 class Response:
     status: int = 200
-    body: Any = field(default_factory=lambda: {"success": 1, "ip": {"appears": 0, "frequency": 0}})
+    body: Any = field(default_factory=lambda: SFS_CLEAN)
     delay: float = 0.0
 
 
