@@ -255,7 +255,7 @@ async def test_transport_rules_on_the_real_server(mcp_server: tuple[str, httpx.C
         assert "mcp-session-id" not in response.headers
 
 
-# The MCP Inspector's CLI (SPEC 8), installed by `make test` from the npm registry into .venv/node.
+# The MCP Inspector's CLI (docs/MCP.md#clients), installed by `make test` from the npm registry into .venv/node.
 # `--protocol-era legacy` is the initialize handshake; `modern` pins 2026-07-28 (server/discover must
 # offer it, no fallback). Pinned: its command line changed between major versions.
 
