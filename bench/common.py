@@ -18,8 +18,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +69,10 @@ def _pinned(cmd: list[str], cpus: str) -> list[str]:
     return [_TASKSET, "-c", cpus, *cmd] if _TASKSET else cmd
 
 
+# The process id of each running server, by port (taskset execs the server, so the id is the server's).
+PIDS: dict[int, int] = {}
+
+
 @contextlib.contextmanager
 def server(cmd: list[str], env: dict[str, str] | None = None, *, pin: bool = False) -> Iterator[int]:
     """Run a server command (``{port}`` in it is replaced) and yield its port;
@@ -87,10 +91,12 @@ def server(cmd: list[str], env: dict[str, str] | None = None, *, pin: bool = Fal
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    PIDS[port] = proc.pid
     try:
         _wait_ready(port, proc)
         yield port
     finally:
+        PIDS.pop(port, None)
         proc.terminate()
         try:
             proc.wait(timeout=15)
@@ -124,6 +130,7 @@ class Load:
     p99_ms: float | None
     errors: int
     tool: str
+    output: str = field(default="", repr=False)  # what wrk printed (a Lua script's done() included)
 
 
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
@@ -136,21 +143,31 @@ def _ms(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-def _wrk_command(wrk: str, url: str, seconds: float, connections: int) -> list[str]:
-    return [wrk, "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", url]
+def _wrk_command(wrk: str, url: str, seconds: float, connections: int, script: str | None = None) -> list[str]:
+    """One wrk thread; with a Lua ``script`` (a request body, a check of each answer), a 30 s timeout."""
+    extra = ["-s", script, "--timeout", "30s"] if script else []
+    return [wrk, "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", *extra, url]
 
 
-def load(url: str, *, seconds: float = 5.0, connections: int = 32, rate: int | None = None) -> Load:
-    """Closed-loop load for a fixed time (or a fixed rate with wrk2-style -R when given)."""
+def load(
+    url: str, *, seconds: float = 5.0, connections: int = 32, rate: int | None = None, script: str | None = None
+) -> Load:
+    """Closed-loop load for a fixed time (or a fixed rate with wrk2-style -R when given); ``script``: a wrk
+    Lua script (wrk only)."""
     wrk = shutil.which("wrk")
     if wrk is None:
         return asyncio.run(_python_load(url, seconds, connections))
-    cmd = _wrk_command(wrk, url, seconds, connections)
+    cmd = _wrk_command(wrk, url, seconds, connections, script)
     return _parse_wrk(subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout)
 
 
 def simultaneous(
-    urls: dict[str, str], *, rounds: int, seconds: float, connections: int = 32
+    urls: dict[str, str],
+    *,
+    rounds: int,
+    seconds: float,
+    connections: int | Mapping[str, int] = 32,
+    scripts: Mapping[str, str] | None = None,
 ) -> dict[str, list[Load]] | None:
     """Load every URL at the same time, ``rounds`` times: the runs of each server, by round.
 
@@ -160,17 +177,22 @@ def simultaneous(
     share of the core divided by what a request costs it, and the ratio of
     two servers' figures is the ratio of their costs per request: the host's
     ups and downs, which make one run differ from the next by ±20% on a
-    2-core VM, reach both sides of the ratio at once. ``None`` without wrk."""
+    2-core VM, reach both sides of the ratio at once. ``None`` without wrk.
+
+    ``connections`` may be given per URL name, and ``scripts`` names a wrk
+    Lua script for some of them (a POST body, a check of each answer)."""
     wrk = shutil.which("wrk")
     if wrk is None:
         return None
-    for url in urls.values():
-        load(url, seconds=1, connections=connections)  # warm-up: caches, connections
+    scripts = scripts or {}
+    conns = {name: connections if isinstance(connections, int) else connections[name] for name in urls}
+    for name, url in urls.items():  # warm-up: caches, connections
+        load(url, seconds=1, connections=conns[name], script=scripts.get(name))
     runs: dict[str, list[Load]] = {name: [] for name in urls}
     for _ in range(rounds):
         procs = {
             name: subprocess.Popen(
-                _pinned(_wrk_command(wrk, url, seconds, connections), CLIENT_CPUS),
+                _pinned(_wrk_command(wrk, url, seconds, conns[name], scripts.get(name)), CLIENT_CPUS),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 text=True,
@@ -192,7 +214,9 @@ def _parse_wrk(out: str) -> Load:
     n_errors = int(errors.group(1)) if errors else 0
     if socket_errors:
         n_errors += sum(int(g) for g in socket_errors.groups())
-    return Load(rps, _ms(p50.group(1)) if p50 else None, _ms(p99.group(1)) if p99 else None, n_errors, "wrk")
+    return Load(
+        rps, _ms(p50.group(1)) if p50 else None, _ms(p99.group(1)) if p99 else None, n_errors, "wrk", output=out
+    )
 
 
 async def _python_load(url: str, seconds: float, connections: int) -> Load:

@@ -5,7 +5,7 @@ them in a fixed order, prints one table and writes it, with the machine it
 ran on, to ``bench/results.md``. Ratios are measured side by side in the same
 run, never against numbers from another machine.
 
-Usage: python bench/run.py [name ...]   (names: throughput cached blacklist vpn mcp latency ...)
+Usage: python bench/run.py [name ...]   (names: throughput cached blacklist batch vpn mcp latency ...)
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-ORDER = ["throughput", "cached", "latency", "blacklist", "vpn", "mcp", "startup"]
+ORDER = ["throughput", "cached", "latency", "blacklist", "batch", "vpn", "mcp", "startup"]
 
 
 def machine() -> str:

@@ -113,6 +113,37 @@ async def test_a_reader_that_never_stores_still_reads_what_others_stored() -> No
 # Errors ----------------------------------------------------------------------------
 
 
+async def test_peek_answers_what_a_hit_would_without_awaiting_and_counts_only_when_taken() -> None:
+    clock = FakeClock()
+    cache = make_cache(clock)
+    assert cache.peek("k") is None  # not there: the caller must load
+    await cache.get_or_load("k", Upstream().loader(), ttl=10)
+    take = cache.peek("k")
+    assert take is not None and cache.stats()["hits"] == 0  # looking is not a hit
+    assert take() == "answer" and cache.stats()["hits"] == 1
+    clock.advance(10)
+    assert cache.peek("k") is None  # expired: gone, as for get_or_load
+
+
+async def test_peek_raises_a_cached_error_afresh_and_never_sees_a_load_under_way() -> None:
+    clock = FakeClock()
+    cache = make_cache(clock)
+    failing = Upstream(error=ApiError("registration_not_found", "nobody holds it"))
+    with pytest.raises(ApiError):
+        await cache.get_or_load("gone", failing.loader(), ttl=60, error_ttl=negative_error_ttl)
+    take = cache.peek("gone")
+    assert take is not None
+    with pytest.raises(ApiError) as caught:
+        take()
+    assert caught.value.code == "registration_not_found"
+    gated = Upstream(gated=True)
+    loading = asyncio.create_task(cache.get_or_load("slow", gated.loader(), ttl=60))
+    await asyncio.sleep(0)
+    assert cache.peek("slow") is None  # a load in flight is joined by get_or_load, not peeked
+    gated.gate.set()
+    assert await loading == "answer"
+
+
 async def test_not_found_errors_are_cached_five_minutes_and_raised_again() -> None:
     clock = FakeClock()
     cache = make_cache(clock)

@@ -26,7 +26,7 @@ nothing per address.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,11 +46,14 @@ ADDRESSES_IN_FLIGHT = 16
 @dataclass(frozen=True)
 class Part:
     """One part of a profile: its name, the quota one lookup spends per address (``None``: a local lookup,
-    free), and how to fetch it for a canonical public address within a batch."""
+    free), how to fetch it for a canonical public address within a batch, and, for a local part, how to
+    find it in its cache without awaiting (``peek``: ``None`` when it is not there, else a function giving
+    what ``fetch`` would answer from the cache; see :meth:`ipintel.infra.cache.Cache.peek`)."""
 
     name: str
     quota: Quota | None
     fetch: Callable[[str, Batch], Awaitable[dict[str, Any]]]
+    peek: Callable[[str], Callable[[], dict[str, Any]] | None] | None = None
 
 
 @dataclass
@@ -86,8 +89,33 @@ async def _part(part: Part, ip: str, batch: Batch) -> dict[str, Any]:
         return failure.to_dict()
 
 
+def cached_profile(ip: str, parts: Sequence[Part]) -> dict[str, Any] | None:
+    """The profile of ``ip`` when every part is local and in its cache, answered without a task nor an
+    address slot (a cached batch costs its lookups, not the event loop's bookkeeping); else ``None``."""
+    takes = []
+    for part in parts:
+        take = part.peek(ip) if part.quota is None and part.peek is not None else None
+        if take is None:
+            return None
+        takes.append(take)
+    answer: dict[str, Any] = {"ip": ip}
+    for part, take in zip(parts, takes, strict=True):
+        try:
+            answer[part.name] = take()
+        except ApiError as failure:
+            answer[part.name] = failure.to_dict()
+    return answer
+
+
 async def profile(ip: str, parts: Sequence[Part], batch: Batch) -> dict[str, Any]:
     """The profile of one canonical public address: ``{"ip", <part>: data | {"error"}}``."""
+    known = cached_profile(ip, parts)
+    if known is not None:
+        return known
+    return await _fetch_profile(ip, parts, batch)
+
+
+async def _fetch_profile(ip: str, parts: Sequence[Part], batch: Batch) -> dict[str, Any]:
     async with batch.addresses:
         if len(parts) == 1:
             answers = [await _part(parts[0], ip, batch)]
@@ -102,6 +130,7 @@ async def profiles(
     """One entry per given address, in order: ``{"ip": <as given>, "data": profile}`` or
     ``{"ip": <as given>, "error": {...}}``. ``canonical`` turns client text into the canonical public
     address or raises ``ApiError``; addresses with the same canonical form are looked up once."""
+    done: dict[str, dict[str, Any]] = {}
     work: dict[str, asyncio.Task[dict[str, Any]]] = {}
     keys: list[str | ApiError] = []
     for text in given:
@@ -111,11 +140,15 @@ async def profiles(
             keys.append(failure)
             continue
         keys.append(ip)
-        if ip not in work:
-            work[ip] = asyncio.ensure_future(profile(ip, parts, batch))
+        if ip not in done and ip not in work:
+            known = cached_profile(ip, parts)
+            if known is not None:
+                done[ip] = known
+            else:
+                work[ip] = asyncio.ensure_future(_fetch_profile(ip, parts, batch))
     if work:
         await asyncio.wait(work.values())
-    done: Mapping[str, dict[str, Any]] = {ip: task.result() for ip, task in work.items()}
+    done.update((ip, task.result()) for ip, task in work.items())
     return [
         {"ip": text, **key.to_dict()} if isinstance(key, ApiError) else {"ip": text, "data": done[key]}
         for text, key in zip(given, keys, strict=True)

@@ -136,6 +136,24 @@ class Cache:
         # shield: cancelling this caller must not cancel the load others share.
         return await asyncio.shield(task)
 
+    def peek(self, key: Hashable) -> Callable[[], Any] | None:
+        """Without awaiting: ``None`` when :meth:`get_or_load` would have to load ``key`` (or join a
+        load), else a function answering as its hit does (counting the hit, giving the value or
+        raising the cached error). A batch answers its cached addresses this way, without a task
+        each; nothing is counted until the answer is taken."""
+        try:
+            entry: _Entry = self._entries[key]
+        except KeyError:
+            return None
+
+        def take() -> Any:
+            self.hits += 1
+            if entry.error is not None:
+                raise _fresh(entry.error)
+            return entry.value
+
+        return take
+
     async def _load(
         self, key: Hashable, load: Callable[[], Awaitable[Any]], ttl: Lifetime, error_ttl: ErrorLifetime
     ) -> Any:
