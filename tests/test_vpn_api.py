@@ -72,6 +72,10 @@ def flags(record: dict[str, Any]) -> dict[str, Any]:
     return {k: record[k] for k in ("isVpn", "isProxy", "isHosting", "isMobile", "isTor", "confidence")}
 
 
+def relay_and_provider(record: dict[str, Any]) -> tuple[bool, str | None]:
+    return record["isRelay"], record["provider"]
+
+
 async def test_verdicts_for_each_kind_of_address(world: Settings) -> None:
     async with app_with_feeds(world) as http:
         tor = await vpn(http, f.TOR_EXIT)
@@ -79,30 +83,35 @@ async def test_verdicts_for_each_kind_of_address(world: Settings) -> None:
         assert flags(tor) == {"isVpn": True, "isProxy": True, "isHosting": False, "isMobile": False, "isTor": True,
                               "confidence": "high"}  # fmt: skip
         assert tor["reasons"] == ["tor-exit"]
+        assert relay_and_provider(tor) == (False, None)  # the Tor list names no operator
 
         cloud = await vpn(http, f.AWS_ADDRESS)
         assert flags(cloud) == {"isVpn": False, "isProxy": False, "isHosting": True, "isMobile": False, "isTor": False,
                                 "confidence": "medium"}  # fmt: skip
         assert cloud["reasons"] == ["cloud:aws", "datacenter:x4bnet", "asn-hosting:AS16509"]
+        assert relay_and_provider(cloud) == (False, "AWS us-east-1")  # the published ranges, before the AS
 
         cloud6 = await vpn(http, f.AWS_V6_ADDRESS)
         assert cloud6["isHosting"] and cloud6["reasons"] == ["cloud:aws", "asn-hosting:AS16509"]
+        assert cloud6["provider"] == "AWS us-east-1"
 
-        for address, reason in [
-            (f.GCP_ADDRESS, "cloud:gcp"),
-            (f.AZURE_ADDRESS, "cloud:azure"),
-            (f.ORACLE_ADDRESS, "cloud:oracle"),
-            (f.CLOUDFLARE_ADDRESS, "cloud:cloudflare"),
-            (f.DIGITALOCEAN_ADDRESS, "cloud:digitalocean"),
-            (f.DATACENTER_ADDRESS, "datacenter:x4bnet"),
+        for address, reason, provider in [
+            (f.GCP_ADDRESS, "cloud:gcp", "Google Cloud us-central1"),
+            (f.AZURE_ADDRESS, "cloud:azure", "Azure westeurope"),
+            (f.ORACLE_ADDRESS, "cloud:oracle", "Oracle Cloud us-phoenix-1"),
+            (f.CLOUDFLARE_ADDRESS, "cloud:cloudflare", "Cloudflare"),
+            (f.DIGITALOCEAN_ADDRESS, "cloud:digitalocean", "DigitalOcean"),
+            (f.DATACENTER_ADDRESS, "datacenter:x4bnet", None),
         ]:
             record = await vpn(http, address)
             assert (record["isHosting"], record["isVpn"], record["reasons"]) == (True, False, [reason]), address
+            assert relay_and_provider(record) == (False, provider), address
 
         vpn_range = await vpn(http, f.VPN_RANGE_ADDRESS)  # a VPN network inside M247, a hosting AS
         assert flags(vpn_range) == {"isVpn": True, "isProxy": False, "isHosting": True, "isMobile": False,
                                     "isTor": False, "confidence": "medium"}  # fmt: skip
         assert vpn_range["reasons"] == ["vpn-range:x4bnet", "datacenter:x4bnet", "asn-hosting:AS9009"]
+        assert vpn_range["provider"] == "M247"  # only the AS list names an operator here
 
         server = await vpn(http, f.VPN_SERVER_ADDRESS)  # listed alone: a provider's server
         assert (server["isVpn"], server["confidence"], server["reasons"]) == (True, "high", ["vpn-range:x4bnet"])
@@ -111,11 +120,13 @@ async def test_verdicts_for_each_kind_of_address(world: Settings) -> None:
         assert flags(mobile) == {"isVpn": False, "isProxy": False, "isHosting": False, "isMobile": True,
                                  "isTor": False, "confidence": "medium"}  # fmt: skip
         assert mobile["reasons"] == ["connection-type:cellular", "asn-mobile:AS21928"]
+        assert mobile["provider"] == "T-Mobile US"
 
         residential = await vpn(http, RESIDENTIAL)
         assert flags(residential) == {"isVpn": False, "isProxy": False, "isHosting": False, "isMobile": False,
                                       "isTor": False, "confidence": "medium"}  # fmt: skip
         assert residential["reasons"] == []
+        assert relay_and_provider(residential) == (False, None)
 
         anonymous = await vpn(http, "146.70.5.5")
         assert (anonymous["isVpn"], anonymous["isHosting"], anonymous["confidence"]) == (True, True, "high")
@@ -123,6 +134,19 @@ async def test_verdicts_for_each_kind_of_address(world: Settings) -> None:
 
         proxy = await vpn(http, "73.1.2.3")
         assert (proxy["isProxy"], proxy["isVpn"], proxy["isTor"]) == (True, True, False)
+        assert anonymous["provider"] is None  # the Anonymous-IP database names no operator
+
+        # iCloud Private Relay: a relay, and on that evidence nothing else (docs/API.md#vpn-detection).
+        for address in (f.RELAY_ADDRESS, f.RELAY_V6_ADDRESS):
+            relay = await vpn(http, address)
+            assert flags(relay) == {"isVpn": False, "isProxy": False, "isHosting": False, "isMobile": False,
+                                    "isTor": False, "confidence": "medium"}, address  # fmt: skip
+            assert relay_and_provider(relay) == (True, "iCloud Private Relay"), address
+            assert relay["reasons"] == ["relay:icloud"], address
+        # A relay block that a third-party VPN list also holds: both flags, and a doubtful isVpn.
+        both = await vpn(http, f.RELAY_ON_VPN_LIST_ADDRESS)
+        assert (both["isRelay"], both["isVpn"], both["confidence"]) == (True, True, "low")
+        assert both["reasons"] == ["vpn-range:x4bnet", "relay:icloud"]
 
         # IPv4-mapped IPv6 is the IPv4 address (docs/API.md#addresses-and-domain-names).
         assert (await vpn(http, f"::ffff:{f.TOR_EXIT}"))["ip"] == f.TOR_EXIT
@@ -172,7 +196,7 @@ async def test_every_source_down_still_answers_with_low_confidence(settings: Set
 
 
 async def test_restart_without_network_reuses_the_snapshots(world: Settings, feed_server: FeedServer) -> None:
-    addresses = [f.TOR_EXIT, f.AWS_ADDRESS, f.VPN_RANGE_ADDRESS, RESIDENTIAL]
+    addresses = [f.TOR_EXIT, f.AWS_ADDRESS, f.VPN_RANGE_ADDRESS, RESIDENTIAL, f.RELAY_ADDRESS]
     async with app_with_feeds(world) as http:
         before = [await vpn(http, a) for a in addresses]
     await feed_server.stop()  # the network is gone; the same data directory remains
@@ -184,6 +208,7 @@ async def test_restart_without_network_reuses_the_snapshots(world: Settings, fee
         assert all(state.fetched_at is not None for state in intel.feeds.feeds.values())
     assert after == before
     assert after[0]["confidence"] == "high" and after[3]["confidence"] == "medium"
+    assert after[1]["provider"] == "AWS us-east-1" and after[4]["isRelay"] is True
 
 
 async def test_a_stale_feed_lowers_a_negative_verdict(world: Settings) -> None:

@@ -60,6 +60,7 @@ def test_each_format_parses_its_real_shape() -> None:
         "digitalocean": "104.131.0.0/18",
         "vpn": "37.19.200.0/24",
         "datacenter": "5.1.0.0/16",
+        "relay": "172.224.226.0/27",
     }
     for name, bodies in world.items():
         parsed = SPECS[name].parser(bodies)
@@ -71,6 +72,55 @@ def test_each_format_parses_its_real_shape() -> None:
     assert "2600:1900::/35" in formats.google_cloud(world["gcp"]).prefixes
     assert "2606:4700::/32" in formats.text_list(world["cloudflare"]).prefixes
     assert "2a02:6ea0:1000::/37" in formats.text_list(world["vpn"]).prefixes
+    assert "2a02:26f7:b3c0:4000::/64" in formats.icloud_relay_csv(world["relay"]).prefixes
+
+
+def test_cloud_formats_keep_each_prefix_region() -> None:
+    aws = formats.aws_ip_ranges(
+        [
+            json.dumps(
+                {
+                    "prefixes": [
+                        # The umbrella AMAZON entry and the service's entry of one prefix count once.
+                        {"ip_prefix": "3.5.140.0/22", "region": "ap-northeast-2", "service": "AMAZON"},
+                        {"ip_prefix": "3.5.140.0/22", "region": "ap-northeast-2", "service": "S3"},
+                        {"ip_prefix": "13.32.0.0/15", "region": "GLOBAL", "service": "AMAZON"},
+                        {"ip_prefix": "13.32.0.0/15", "region": "GLOBAL", "service": "CLOUDFRONT"},
+                        {"ip_prefix": "15.230.0.0/24", "region": "<script>", "service": "AMAZON"},
+                    ],
+                    "ipv6_prefixes": [{"ipv6_prefix": "2600:1f14::/35", "region": "us-west-2", "service": "EC2"}],
+                }
+            ).encode()
+        ]
+    )
+    assert dict(zip(aws.prefixes, aws.labels or [], strict=True)) == {
+        "3.5.140.0/22": "ap-northeast-2",
+        "13.32.0.0/15": "CLOUDFRONT",  # GLOBAL: the service names it
+        "15.230.0.0/24": "",  # a label not of a region's shape is dropped, the prefix kept
+        "2600:1f14::/35": "us-west-2",
+    }
+    gcp = formats.google_cloud([f.google_cloud_json(["34.80.0.0/15"], ["2600:1900::/35"])])
+    assert gcp.labels == ["us-central1", "us-central1"]
+    azure = formats.azure_service_tags([f.azure_service_tags(["20.33.0.0/16", "40.64.0.0/24", "2603:1000::/40"])])
+    # AzureCloud (no region) lists every prefix first; the regional tags name them.
+    assert dict(zip(azure.prefixes, azure.labels or [], strict=True)) == {
+        "20.33.0.0/16": "westeurope",
+        "40.64.0.0/24": "eastus",
+        "2603:1000::/40": "eastus",
+    }
+    oracle = formats.oracle_cloud([f.oracle_ranges(["129.146.0.0/21"])])
+    assert oracle.labels == ["us-phoenix-1"]
+    assert formats.text_list([f.text_list(["1.2.3.0/24"])]).labels is None  # lists name no region
+
+
+def test_distinct_labels_are_bounded() -> None:
+    entries = [
+        {"ip_prefix": f"52.{i >> 8}.{i & 255}.0/24", "region": f"region-{i}", "service": "EC2"}
+        for i in range(formats.MAX_LABELS + 500)
+    ]
+    parsed = formats.aws_ip_ranges([json.dumps({"prefixes": entries}).encode()])
+    assert len(parsed.prefixes) == formats.MAX_LABELS + 500  # every prefix is kept ...
+    assert len(set(parsed.labels or []) - {""}) == formats.MAX_LABELS  # ... but no more names than the bound
 
 
 def test_azure_prefixes_repeated_under_several_tags_count_once() -> None:
@@ -87,6 +137,43 @@ def test_text_list_comments_blank_lines_and_a_few_bad_lines() -> None:
     parsed = formats.text_list([body])
     assert parsed.prefixes[:2] == ["185.220.101.1", "185.220.101.2"]
     assert parsed.skipped == 1
+
+
+def test_icloud_relay_csv_reads_ipv4_and_ipv6_rows() -> None:
+    # The published shape: no header, prefix,country,region,city, with a trailing empty field;
+    # the city may be empty, and a quoted city may hold a comma.
+    body = (
+        b"172.224.226.0/27,GB,GB-EN,London,\n"
+        b"172.224.226.32/31,GB,GB-SC,Aberdeen,\n"
+        b"104.28.30.0/26,JP,JP-13,,\n"
+        b'146.75.136.0/22,US,US-DC,"Washington, D.C.",\n'
+        b"2a02:26f7:b3c0:4000::/64,US,US-CA,Los Angeles,\n"
+        b"2a09:bac2:b089:100::/56,US,US-OR,Oregon City,"  # the last row without a newline is whole
+    )
+    parsed = formats.icloud_relay_csv([body])
+    assert parsed.prefixes == [
+        "172.224.226.0/27",
+        "172.224.226.32/31",
+        "104.28.30.0/26",
+        "146.75.136.0/22",
+        "2a02:26f7:b3c0:4000::/64",
+        "2a09:bac2:b089:100::/56",
+    ]
+    assert parsed.skipped == 0 and parsed.labels is None  # the location is not kept
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        b"2a02:26f7:b3c0:4000::/64,US,US-CA,Los Ang",  # mid-city
+        b"2a02:26f7:b3c0:40",  # mid-prefix: still one field, and not a prefix
+        b"172.224.227.0/27,GB,",
+    ],
+)
+def test_icloud_relay_csv_refuses_a_body_cut_short(cut: bytes) -> None:
+    whole = b"".join(f"172.224.{i}.0/27,GB,GB-EN,London,\n".encode() for i in range(100))
+    with pytest.raises(formats.FeedFormatError, match="cut short"):
+        formats.icloud_relay_csv([whole + cut])
 
 
 def test_geofeed_reads_the_first_column_and_skips_comments() -> None:
@@ -106,6 +193,9 @@ def test_geofeed_reads_the_first_column_and_skips_comments() -> None:
         (formats.text_list, b"\xff\xfe\x00garbage"),
         (formats.text_list, b"".join(f"junk line {i}\n".encode() for i in range(50)) + b"1.2.3.4\n"),
         (formats.geofeed_csv, b"<html></html>"),
+        (formats.icloud_relay_csv, b"<!DOCTYPE html><html><body>Service Unavailable</body></html>"),
+        (formats.icloud_relay_csv, b"\n<html><head><title>502 Bad Gateway</title></head></html>"),
+        (formats.icloud_relay_csv, b"".join(f"row {i},GB,GB-EN,London,\n".encode() for i in range(50))),
     ],
 )
 def test_bodies_that_are_not_the_format_are_refused(parser: formats.Parser, body: bytes) -> None:
@@ -158,6 +248,17 @@ async def test_refresh_downloads_every_feed_and_stores_snapshots(
     assert f.feed_tags(feeds, "aws", ip(f.AWS_V6_ADDRESS)) == {NET}
     assert f.feed_tags(feeds, "vpn", ip(f.VPN_SERVER_ADDRESS)) == {HOST}
     assert f.feed_tags(feeds, "aws", ip("81.2.69.160")) == frozenset()
+    assert f.feed_tags(feeds, "relay", ip(f.RELAY_ADDRESS)) == {NET}
+    assert f.feed_tags(feeds, "relay", ip(f.RELAY_V6_ADDRESS)) == {NET}
+    # Who each feed names: the cloud feeds with the region of the entry, the relay its service.
+    assert f.feed_provider(feeds, "aws", ip(f.AWS_ADDRESS)) == "AWS us-east-1"
+    assert f.feed_provider(feeds, "gcp", ip(f.GCP_ADDRESS)) == "Google Cloud us-central1"
+    assert f.feed_provider(feeds, "azure", ip(f.AZURE_ADDRESS)) == "Azure westeurope"
+    assert f.feed_provider(feeds, "oracle", ip(f.ORACLE_ADDRESS)) == "Oracle Cloud us-phoenix-1"
+    assert f.feed_provider(feeds, "cloudflare", ip(f.CLOUDFLARE_ADDRESS)) == "Cloudflare"
+    assert f.feed_provider(feeds, "relay", ip(f.RELAY_ADDRESS)) == "iCloud Private Relay"
+    assert f.feed_provider(feeds, "vpn", ip(f.VPN_SERVER_ADDRESS)) is None  # X4BNet's lists name nobody
+    assert health["relay"]["prefixes"] > SPECS["relay"].min_prefixes
     for name in feeds.feeds:
         assert (tmp_path / f"{name}.txt").is_file()
     assert server.hits["/cloudflare/0"] == 1 and server.hits["/cloudflare/1"] == 1  # v4 and v6 files
@@ -179,10 +280,14 @@ async def test_restart_without_network_starts_from_the_last_good_copy(
     try:
         assert f.feed_tags(second, "tor", ip(f.TOR_EXIT)) == {HOST}
         assert f.feed_tags(second, "gcp", ip(f.GCP_ADDRESS)) == {NET}
+        assert f.feed_tags(second, "relay", ip(f.RELAY_V6_ADDRESS)) == {NET}
+        assert f.feed_provider(second, "aws", ip(f.AWS_ADDRESS)) == "AWS us-east-1"  # regions kept on disk
+        assert f.feed_provider(second, "relay", ip(f.RELAY_ADDRESS)) == "iCloud Private Relay"
         health = second.health()
         assert {h["status"] for h in health.values()} == {"ok"}
         assert health["tor"]["ageSeconds"] == 600.0  # the age of the data, not of the process
         assert health["azure"]["prefixes"] == first.health()["azure"]["prefixes"]
+        assert health["relay"]["prefixes"] == first.health()["relay"]["prefixes"]
     finally:
         await second.close()
 
@@ -368,7 +473,61 @@ async def test_snapshot_format(http: HttpClient, server: FeedServer, tmp_path: P
     feeds = manager(http, server, tmp_path)
     assert await feeds.refresh("cloudflare")
     lines = (tmp_path / "cloudflare.txt").read_text().splitlines()
-    assert lines[0] == "# ipintel feed snapshot v1"
+    assert lines[0] == "# ipintel feed snapshot v2"
     meta = json.loads(lines[1].removeprefix("#"))
     assert meta["feed"] == "cloudflare" and meta["prefixes"] == 22 and len(meta["sources"]) == 2
     assert lines[2:] == f.CLOUDFLARE_V4 + f.CLOUDFLARE_V6
+
+
+async def test_snapshot_lines_carry_regions_and_old_snapshots_still_load(
+    http: HttpClient, server: FeedServer, tmp_path: Path
+) -> None:
+    feeds = manager(http, server, tmp_path)
+    assert await feeds.refresh("oracle")
+    lines = (tmp_path / "oracle.txt").read_text().splitlines()
+    assert lines[2] == "129.146.0.0/21 us-phoenix-1"
+    assert json.loads(lines[1].removeprefix("#"))["prefixes"] == len(lines) - 2
+    assert feeds.health()["oracle"]["prefixes"] == len(lines) - 2  # a named entry counts once
+
+    # A snapshot of the first format (prefixes only) is read as it is, naming the operator alone.
+    old = ["# ipintel feed snapshot v1", '# {"fetchedAt": 1700000000}', *(p.split()[0] for p in lines[2:])]
+    (tmp_path / "v1" / "oracle.txt").parent.mkdir()
+    (tmp_path / "v1" / "oracle.txt").write_text("\n".join(old) + "\n")
+    reloaded = manager(http, server, tmp_path / "v1")
+    await reloaded.load_snapshots()
+    assert f.feed_tags(reloaded, "oracle", ip(f.ORACLE_ADDRESS)) == {NET}
+    assert f.feed_provider(reloaded, "oracle", ip(f.ORACLE_ADDRESS)) == "Oracle Cloud"
+
+    # A region on disk is held to the parsers' shape: an odd one names the operator alone.
+    odd = ["# ipintel feed snapshot v2", '# {"fetchedAt": 1700000000}', "129.146.0.0/21 <b>x</b>", *old[3:]]
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "oracle.txt").write_text("\n".join(odd) + "\n")
+    odd_copy = manager(http, server, tmp_path / "odd")
+    await odd_copy.load_snapshots()
+    assert f.feed_provider(odd_copy, "oracle", ip(f.ORACLE_ADDRESS)) == "Oracle Cloud"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Reply(b"<!DOCTYPE html><html><body>Service Unavailable</body></html>", content_type="text/html"),
+        Reply(f.world()["relay"][0][:1_000_000] + b"2a09:bac1:ff:1000::/64,US,US-W", content_type="text/csv"),
+        Reply(f.world()["relay"][0][: f.world()["relay"][0].index(b"\n", 40_000) + 1]),  # whole rows, too few
+        Reply(f.world()["relay"][0], truncate=500_000),  # the connection cut mid-body
+    ],
+    ids=["html", "cut-mid-row", "too-few", "connection-cut"],
+)
+async def test_a_bad_relay_download_keeps_the_good_copy(
+    http: HttpClient, server: FeedServer, tmp_path: Path, bad: Reply
+) -> None:
+    feeds = manager(http, server, tmp_path)
+    assert await feeds.refresh("relay")
+    good = feeds.health()["relay"]["prefixes"]
+    snapshot = (tmp_path / "relay.txt").read_bytes()
+
+    server.set("/relay/0", bad)
+    assert not await feeds.refresh("relay")
+    health = feeds.health()["relay"]
+    assert (health["status"], health["prefixes"]) == ("ok", good) and health["error"]
+    assert f.feed_tags(feeds, "relay", ip(f.RELAY_ADDRESS)) == {NET}
+    assert (tmp_path / "relay.txt").read_bytes() == snapshot

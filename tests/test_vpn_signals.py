@@ -15,12 +15,13 @@ from ipintel.capabilities.vpn import (
     AsnClassSource,
     ConnectionTypeSource,
     Kind,
+    Naming,
     PtrKeywordSource,
     Signal,
     Strength,
     verdict,
 )
-from ipintel.capabilities.vpn.asn_classes import parse_asn_list
+from ipintel.capabilities.vpn.asn_classes import parse_asn_entries, parse_asn_list
 from ipintel.capabilities.vpn.ptr import keyword_signals
 from ipintel.infra.mmdb import MmdbFile
 from ipintel.infra.resolver import Resolver
@@ -47,6 +48,8 @@ def test_tor_exit_on_the_list_is_a_high_confidence_proxy_and_vpn() -> None:
         "isHosting": False,
         "isMobile": False,
         "isTor": True,
+        "isRelay": False,
+        "provider": None,
         "confidence": "high",
         "reasons": ["tor-exit"],
     }
@@ -91,6 +94,53 @@ def test_a_negative_verdict_drops_to_low_when_a_source_is_missing_or_stale() -> 
     # Mobile evidence does not make the negative verdict stronger or weaker.
     record = verdict(ADDRESS, [Signal(Kind.MOBILE, Strength.NETWORK, "asn-mobile:AS21928")], complete=False)
     assert (record["isMobile"], record["isVpn"], record["confidence"]) == (True, False, "low")
+
+
+RELAY = Signal(Kind.RELAY, Strength.NETWORK, "relay:icloud", "iCloud Private Relay", Naming.SERVICE)
+
+
+def test_a_relay_address_is_a_relay_and_nothing_else() -> None:
+    record = verdict(ADDRESS, [RELAY], complete=True)
+    assert {k: v for k, v in record.items() if k != "ip"} == {
+        "isVpn": False,
+        "isProxy": False,
+        "isHosting": False,
+        "isMobile": False,
+        "isTor": False,
+        "isRelay": True,
+        "provider": "iCloud Private Relay",
+        "confidence": "medium",  # a negative isVpn, every source fresh: relay evidence neither raises nor lowers it
+        "reasons": ["relay:icloud"],
+    }
+    assert verdict(ADDRESS, [RELAY], complete=False)["confidence"] == "low"
+
+
+def test_a_network_level_vpn_signal_on_a_relay_address_is_low() -> None:
+    # Apple's list says what the prefix is for; a third-party prefix or AS listing it as VPN is doubtful.
+    listed = Signal(Kind.VPN, Strength.NETWORK, "vpn-range:x4bnet")
+    record = verdict(ADDRESS, [RELAY, listed], complete=True)
+    assert (record["isRelay"], record["isVpn"], record["confidence"]) == (True, True, "low")
+    assert record["reasons"] == ["relay:icloud", "vpn-range:x4bnet"]
+    assert verdict(ADDRESS, [listed], complete=True)["confidence"] == "medium"  # without the relay: as before
+    # Exact evidence about the address itself keeps its weight.
+    exact = Signal(Kind.VPN, Strength.EXACT, "anonymous-db:vpn")
+    assert verdict(ADDRESS, [RELAY, exact], complete=True)["confidence"] == "high"
+    # A datacenter listing of a relay's block is hosting evidence of its own.
+    hosting = Signal(Kind.HOSTING, Strength.NETWORK, "datacenter:x4bnet")
+    record = verdict(ADDRESS, [RELAY, hosting], complete=True)
+    assert (record["isRelay"], record["isHosting"], record["isVpn"]) == (True, True, False)
+    assert record["confidence"] == "medium"
+
+
+def test_provider_is_named_by_the_most_direct_signal() -> None:
+    asn = Signal(Kind.HOSTING, Strength.NETWORK, "asn-hosting:AS16509", "Amazon", Naming.AS_LIST)
+    cloud = Signal(Kind.HOSTING, Strength.NETWORK, "cloud:aws", "AWS us-east-1", Naming.PUBLISHED)
+    anonymous = Signal(Kind.VPN, Strength.EXACT, "anonymous-db:vpn")  # strong evidence, names nobody
+    assert verdict(ADDRESS, [anonymous], complete=True)["provider"] is None
+    assert verdict(ADDRESS, [anonymous, asn], complete=True)["provider"] == "Amazon"
+    assert verdict(ADDRESS, [asn, cloud], complete=True)["provider"] == "AWS us-east-1"
+    assert verdict(ADDRESS, [cloud, RELAY, asn], complete=True)["provider"] == "iCloud Private Relay"
+    assert verdict(ADDRESS, [], complete=True)["provider"] is None
 
 
 def test_proxy_without_tor() -> None:
@@ -170,11 +220,22 @@ def test_shipped_asn_classes_load_and_hold_the_documented_facts() -> None:
     assert {21928, 6167, 22394} <= classes.mobile
     assert 209854 in classes.vpn
     assert 9009 not in classes.vpn  # M247 is hosting, not a VPN operator
+    # Every listed AS has an operator's name, the verdict's provider.
+    assert set(classes.names) == classes.hosting | classes.vpn | classes.mobile
+    assert (classes.names[16509], classes.names[9009], classes.names[209854]) == ("Amazon", "M247", "Surfshark")
+    assert (classes.names[136787], classes.names[21928], classes.names[20057]) == (
+        "NordVPN",
+        "T-Mobile US",
+        "AT&T Mobility LLC",
+    )
     assert not (classes.vpn & classes.hosting) and not (classes.mobile & (classes.vpn | classes.hosting))
 
 
 def test_asn_list_parsing() -> None:
     assert parse_asn_list("# header\nAS1 one  # note\nas2 two\n\n") == {1, 2}
+    assert parse_asn_entries(
+        "AS16509   Amazon | AMAZON-02 - Amazon.com, Inc., US   [x4b]\nAS209854  Surfshark\nAS7  [docs]\nAS8 Eight # c\n"
+    ) == {16509: "Amazon", 209854: "Surfshark", 7: "", 8: "Eight"}
     with pytest.raises(ValueError, match="line 2"):
         parse_asn_list("AS1\n16509 no prefix\n")
 
@@ -203,6 +264,9 @@ async def test_asn_classes_from_the_address_as(tmp_path: Path) -> None:
     assert reasons(await source.signals(ip("3.5.140.2"))) == ["asn-hosting:AS16509"]
     vpn = await source.signals(ip("45.87.212.9"))
     assert [(s.kind, s.strength, s.reason) for s in vpn] == [(Kind.VPN, Strength.NETWORK, "asn-vpn:AS209854")]
+    # The operator's name comes from the shipped list, not from the database's organisation field.
+    assert [(s.provider, s.naming) for s in vpn] == [("Surfshark", Naming.AS_LIST)]
+    assert [s.provider for s in await source.signals(ip("3.5.140.2"))] == ["Amazon"]
     assert await source.signals(ip("81.2.69.160")) == []
     assert await source.signals(ip("9.9.9.9")) == ()  # no AS known
     db.close()

@@ -30,9 +30,13 @@ class FeedSpec:
     urls: tuple[str, ...]  # default sources; several when v4 and v6 are published apart
     parser: formats.Parser
     # What an address on the feed is evidence of, in VPN detection's words: a
-    # ``vpn.Kind`` value ("tor", "vpn", "hosting"), and the reason a verdict reports.
+    # ``vpn.Kind`` value ("tor", "vpn", "hosting", "relay"), and the reason a verdict reports.
     evidence: str
     reason: str
+    # The operator every entry of the feed belongs to, as a verdict's ``provider`` names it
+    # ("AWS"; followed by the entry's region when the format gives one: "AWS us-east-1");
+    # ``None`` for lists of many operators (Tor exits, X4BNet's lists).
+    provider: str | None = None
     min_prefixes: int  # fewer than this after parsing: refused, the last good copy stays
     max_bytes: int  # per downloaded body
     interval: float = DAY  # seconds between refreshes
@@ -64,6 +68,7 @@ DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
         parser=formats.aws_ip_ranges,
         evidence="hosting",
         reason="cloud:aws",
+        provider="AWS",
         min_prefixes=1000,  # about 10,000
         max_bytes=16 * MIB,
         description="AWS ip-ranges.json",
@@ -74,6 +79,7 @@ DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
         parser=formats.google_cloud,
         evidence="hosting",
         reason="cloud:gcp",
+        provider="Google Cloud",
         min_prefixes=100,  # about 900
         max_bytes=8 * MIB,
         description="Google Cloud cloud.json",
@@ -87,6 +93,7 @@ DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
         parser=formats.azure_service_tags,
         evidence="hosting",
         reason="cloud:azure",
+        provider="Azure",
         stale_after=3 * DAY,  # Microsoft publishes weekly; a week-old copy is still current
         min_prefixes=1000,  # tens of thousands
         max_bytes=32 * MIB,  # about 4 MB today
@@ -99,6 +106,7 @@ DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
         parser=formats.oracle_cloud,
         evidence="hosting",
         reason="cloud:oracle",
+        provider="Oracle Cloud",
         min_prefixes=50,
         max_bytes=8 * MIB,
         description="Oracle Cloud public_ip_ranges.json",
@@ -109,6 +117,7 @@ DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
         parser=formats.text_list,
         evidence="hosting",
         reason="cloud:cloudflare",
+        provider="Cloudflare",
         stale_after=7 * DAY,  # changes a few times a decade
         min_prefixes=10,  # 15 IPv4 + 7 IPv6 prefixes
         max_bytes=1 * MIB,
@@ -120,6 +129,7 @@ DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
         parser=formats.geofeed_csv,
         evidence="hosting",
         reason="cloud:digitalocean",
+        provider="DigitalOcean",
         min_prefixes=100,
         max_bytes=8 * MIB,
         description="DigitalOcean geofeed (RFC 8805 CSV)",
@@ -144,6 +154,19 @@ DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
         min_prefixes=1000,
         max_bytes=32 * MIB,
         description="X4BNet lists_vpn: datacenter and VPN networks",
+    ),
+    FeedSpec(
+        name="relay",
+        urls=("https://mask-api.icloud.com/egress-ip-ranges.csv",),
+        parser=formats.icloud_relay_csv,
+        # A relay hides its user like a VPN would, but it is Apple's service for its
+        # customers' browsing: a flag of its own (isRelay), not isVpn, isProxy or isHosting.
+        evidence="relay",
+        reason="relay:icloud",
+        provider="iCloud Private Relay",
+        min_prefixes=20_000,  # the real file has about 287,000 rows: fewer than this is a broken answer
+        max_bytes=64 * MIB,  # about 12 MB
+        description="Apple iCloud Private Relay egress ranges",
     ),
 )
 

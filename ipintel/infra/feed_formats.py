@@ -2,7 +2,9 @@
 
 Each parser takes the bodies downloaded for one feed (most feeds are one
 document; Cloudflare and X4BNet publish IPv4 and IPv6 separately) and returns
-the prefixes as text. A parser raises :class:`FeedFormatError` when a body is
+the prefixes as text, with the region or service each prefix belongs to when
+the format names one (the cloud providers' documents: ``us-east-1``,
+``europe-west1``). A parser raises :class:`FeedFormatError` when a body is
 not the format it expects at all (an HTML error page served with 200, a
 truncated JSON document): the caller then keeps the last good copy. Single
 bad lines in a text list are skipped and counted, so that one odd entry does
@@ -30,6 +32,9 @@ class FeedFormatError(ValueError):
 class Parsed:
     prefixes: list[str]
     skipped: int  # entries that were present but not a prefix
+    # Aligned with ``prefixes``: the region or service of each ("" when none), or
+    # ``None`` for a format that names none. Bounded: see :func:`_collect_labelled`.
+    labels: list[str] | None = None
 
 
 Parser = Callable[[list[bytes]], Parsed]
@@ -68,24 +73,59 @@ def _documents(bodies: list[bytes], key: str, what: str) -> Iterator[dict[str, A
 MIN_PREFIX_LENGTH = {4: 8, 6: 16}
 
 
+def _prefix(item: Any) -> str | None:
+    """``item`` as a prefix of a sane size, or ``None`` when it is not one."""
+    if not isinstance(item, str):
+        return None
+    try:
+        version, _, _, length = parse_prefix(item)
+    except PrefixError:
+        return None
+    return item.strip() if length >= MIN_PREFIX_LENGTH[version] else None
+
+
 def _collect(candidates: Iterable[Any]) -> Parsed:
     """Keep the strings that parse as prefixes of a sane size; count the rest."""
     prefixes: list[str] = []
     skipped = 0
     for item in candidates:
-        if isinstance(item, str):
-            try:
-                version, _, _, length = parse_prefix(item)
-            except PrefixError:
-                skipped += 1
-                continue
-            if length < MIN_PREFIX_LENGTH[version]:
-                skipped += 1
-                continue
-            prefixes.append(item.strip())
-        else:
+        prefix = _prefix(item)
+        if prefix is None:
             skipped += 1
+        else:
+            prefixes.append(prefix)
     return Parsed(prefixes, skipped)
+
+
+# A label is a region or service name as the provider publishes it (``us-east-1``,
+# ``westeurope``, ``CLOUDFRONT``): kept only in that shape, and only so many distinct
+# ones per feed, so that a hostile or broken document cannot fill memory with names
+# (a real one has a few dozen to a few hundred).
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,47}")
+MAX_LABELS = 2000
+
+
+def _collect_labelled(candidates: Iterable[tuple[Any, Any]]) -> Parsed:
+    """Like :func:`_collect` for ``(prefix, label)`` pairs: each prefix once (the
+    documents list one under several services), with the first usable label
+    found for it; labels not of the expected shape, or past :data:`MAX_LABELS`
+    distinct ones, are dropped (the prefix is kept)."""
+    labels: dict[str, str] = {}
+    known: dict[str, str] = {}  # distinct labels, interned
+    skipped = 0
+    for item, raw_label in candidates:
+        prefix = _prefix(item)
+        if prefix is None:
+            skipped += 1
+            continue
+        label = ""
+        if isinstance(raw_label, str) and LABEL.fullmatch(raw_label):
+            label = known.get(raw_label, "")
+            if not label and len(known) < MAX_LABELS:
+                label = known[raw_label] = raw_label
+        if prefix not in labels or (label and not labels[prefix]):
+            labels[prefix] = label
+    return Parsed(list(labels), skipped, list(labels.values()))
 
 
 def _check_junk(parsed: Parsed, what: str) -> Parsed:
@@ -110,60 +150,78 @@ def text_list(bodies: list[bytes]) -> Parsed:
     return _check_junk(_collect(line for body in bodies for line in _lines(body)), "list")
 
 
+def _aws_label(entry: dict[str, Any]) -> Any:
+    """The entry's region; for the ``GLOBAL`` ones (CloudFront, Route 53 ...) its service,
+    unless that is only ``AMAZON``, the umbrella every prefix is also listed under."""
+    region = entry.get("region")
+    if region != "GLOBAL":
+        return region
+    service = entry.get("service")
+    return service if service != "AMAZON" else None
+
+
 def aws_ip_ranges(bodies: list[bytes]) -> Parsed:
-    """AWS ``ip-ranges.json``: ``prefixes[].ip_prefix`` and ``ipv6_prefixes[].ipv6_prefix``."""
-    candidates: list[Any] = []
+    """AWS ``ip-ranges.json``: ``prefixes[].ip_prefix`` and ``ipv6_prefixes[].ipv6_prefix``,
+    labelled with their ``region`` (the service for ``GLOBAL`` ones)."""
+    candidates: list[tuple[Any, Any]] = []
     for doc in _documents(bodies, "prefixes", "an AWS ip-ranges"):
-        candidates += [p.get("ip_prefix") if isinstance(p, dict) else None for p in doc["prefixes"]]
         v6 = doc.get("ipv6_prefixes")
-        if isinstance(v6, list):
-            candidates += [p.get("ipv6_prefix") if isinstance(p, dict) else None for p in v6]
-    return _check_junk(_collect(candidates), "AWS ranges")
+        for entries, key in ((doc["prefixes"], "ip_prefix"), (v6 if isinstance(v6, list) else [], "ipv6_prefix")):
+            candidates += [(p.get(key), _aws_label(p)) if isinstance(p, dict) else (None, None) for p in entries]
+    return _check_junk(_collect_labelled(candidates), "AWS ranges")
 
 
 def google_cloud(bodies: list[bytes]) -> Parsed:
-    """Google Cloud ``cloud.json``: ``prefixes[]`` with ``ipv4Prefix`` or ``ipv6Prefix``."""
-    candidates: list[Any] = []
+    """Google Cloud ``cloud.json``: ``prefixes[]`` with ``ipv4Prefix`` or ``ipv6Prefix``,
+    labelled with their ``scope`` (the region, ``europe-west1``; ``global`` names none)."""
+    candidates: list[tuple[Any, Any]] = []
     for doc in _documents(bodies, "prefixes", "a Google cloud.json"):
         for entry in doc["prefixes"]:
             if isinstance(entry, dict):
-                candidates.append(entry.get("ipv4Prefix") or entry.get("ipv6Prefix"))
+                scope = entry.get("scope")
+                label = scope if isinstance(scope, str) and scope.lower() != "global" else None
+                candidates.append((entry.get("ipv4Prefix") or entry.get("ipv6Prefix"), label))
             else:
-                candidates.append(None)
-    return _check_junk(_collect(candidates), "Google Cloud ranges")
+                candidates.append((None, None))
+    return _check_junk(_collect_labelled(candidates), "Google Cloud ranges")
 
 
 def azure_service_tags(bodies: list[bytes]) -> Parsed:
-    """Azure ``ServiceTags_Public_*.json``: ``values[].properties.addressPrefixes``.
+    """Azure ``ServiceTags_Public_*.json``: ``values[].properties.addressPrefixes``,
+    labelled with the tag's ``properties.region`` (``westeurope``).
 
     Every service tag is read; the same prefix appears under several tags
-    (``AzureCloud`` is the superset), and the range index merges duplicates."""
-    candidates: list[Any] = []
-    seen: set[str] = set()
+    (``AzureCloud`` is the superset, with no region), and counts once, with the
+    first region a tag gives it."""
+    candidates: list[tuple[Any, Any]] = []
+    seen: dict[str, bool] = {}  # prefix -> a region was found for it
     for doc in _documents(bodies, "values", "an Azure service tags"):
         for value in doc["values"]:
             props = value.get("properties") if isinstance(value, dict) else None
             prefixes = props.get("addressPrefixes") if isinstance(props, dict) else None
             if not isinstance(prefixes, list):
                 continue
+            region = props.get("region") if isinstance(props, dict) else None
+            has_region = isinstance(region, str) and bool(region)
             for prefix in prefixes:
                 if isinstance(prefix, str):
-                    if prefix in seen:
-                        continue
-                    seen.add(prefix)
-                candidates.append(prefix)
-    return _check_junk(_collect(candidates), "Azure service tags")
+                    if seen.get(prefix) or (prefix in seen and not has_region):
+                        continue  # already there with a region, or nothing new to add
+                    seen[prefix] = has_region
+                candidates.append((prefix, region))
+    return _check_junk(_collect_labelled(candidates), "Azure service tags")
 
 
 def oracle_cloud(bodies: list[bytes]) -> Parsed:
-    """Oracle ``public_ip_ranges.json``: ``regions[].cidrs[].cidr``."""
-    candidates: list[Any] = []
+    """Oracle ``public_ip_ranges.json``: ``regions[].cidrs[].cidr``, labelled with ``regions[].region``."""
+    candidates: list[tuple[Any, Any]] = []
     for doc in _documents(bodies, "regions", "an Oracle public_ip_ranges"):
         for region in doc["regions"]:
             cidrs = region.get("cidrs") if isinstance(region, dict) else None
             if isinstance(cidrs, list):
-                candidates += [c.get("cidr") if isinstance(c, dict) else None for c in cidrs]
-    return _check_junk(_collect(candidates), "Oracle ranges")
+                name = region.get("region") if isinstance(region, dict) else None
+                candidates += [(c.get("cidr"), name) if isinstance(c, dict) else (None, None) for c in cidrs]
+    return _check_junk(_collect_labelled(candidates), "Oracle ranges")
 
 
 def geofeed_csv(bodies: list[bytes]) -> Parsed:
@@ -179,6 +237,32 @@ def geofeed_csv(bodies: list[bytes]) -> Parsed:
                 continue
             candidates.append(row[0])
     return _check_junk(_collect(candidates), "geofeed")
+
+
+def icloud_relay_csv(bodies: list[bytes]) -> Parsed:
+    """Apple's iCloud Private Relay egress ranges (``egress-ip-ranges.csv``): no header,
+    one row per prefix, ``prefix,country,region,city,`` (``172.224.226.0/27,GB,GB-EN,London,``,
+    ``2a02:26f7:b3c0:4000::/64,US,US-CA,Los Angeles,``), IPv4 and IPv6 in one file, every
+    row ending in an empty field. Only the prefix is kept: the location is ``/ip``'s business.
+
+    The file is large (about 287,000 rows) and served whole; a body cut short in the
+    middle of its last row (fewer fields than the rows before it) is refused as
+    truncated, rather than read as a shorter list."""
+    candidates: list[str] = []
+    for body in bodies:
+        text = _text(body)
+        if text.lstrip().startswith("<"):
+            raise FeedFormatError("the body is markup, not Apple's egress ranges CSV")
+        width = fields = 0  # fields in a row as the first row has them; in the last row
+        for row in csv.reader(io.StringIO(text)):
+            if not row or not row[0].strip() or row[0].lstrip().startswith("#"):
+                continue
+            fields = len(row)
+            width = width or fields
+            candidates.append(row[0])
+        if fields < width:
+            raise FeedFormatError(f"the last row has {fields} of {width} fields: the body was cut short")
+    return _check_junk(_collect(candidates), "iCloud Private Relay ranges")
 
 
 # Microsoft publishes the service tags weekly under a new file name; the

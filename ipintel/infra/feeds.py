@@ -17,13 +17,16 @@ ranges, a VPN range list), described by its entry in
 - Each feed becomes an :class:`~ipintel.infra.ranges.AddressRanges` whose tag
   says whether an entry was a single address (``"host"``) or a prefix
   (``"net"``): being *on* a list of exit addresses is stronger evidence than
-  falling in a provider's /16.
+  falling in a provider's /16. An entry whose format names its region also
+  carries the operator's name with it (``"AWS us-east-1"``, see
+  :func:`build_ranges`).
 - :meth:`FeedManager.health` tells /readyz, /metrics and the verdicts which
   feeds are ``ok``, ``stale``, ``missing`` or ``disabled``.
 
 Snapshots hold the parsed prefixes, not the raw bodies: one small text file
 per feed whatever its published format (JSON, CSV, two files for v4 and v6),
-which loads without the format parsers.
+which loads without the format parsers. Each line is a prefix, followed by a
+space and its region when the format named one (``3.5.140.0/22 ap-northeast-2``).
 """
 
 from __future__ import annotations
@@ -58,7 +61,9 @@ NET = "net"  # the entry was a wider prefix
 # After a failed refresh, retry after 1, 2, 4 ... minutes, never later than the feed's interval.
 RETRY_BASE = 60.0
 MAX_REDIRECTS = 5
-_SNAPSHOT_MAGIC = "# ipintel feed snapshot v1"
+# v2 lines may carry a region after the prefix; v1 files (prefixes only) are still read.
+_SNAPSHOT_MAGIC = "# ipintel feed snapshot v2"
+_SNAPSHOT_MAGICS = (_SNAPSHOT_MAGIC, "# ipintel feed snapshot v1")
 
 
 def configured_urls(spec: FeedSpec, overrides: Mapping[str, str | None]) -> tuple[str, ...] | None:
@@ -76,18 +81,51 @@ def configured_urls(spec: FeedSpec, overrides: Mapping[str, str | None]) -> tupl
     return urls or None
 
 
-def build_ranges(prefixes: Iterable[str]) -> AddressRanges[str]:
-    """Index prefixes, tagging single addresses ``host`` and wider prefixes ``net``."""
+def snapshot_lines(parsed: formats.Parsed) -> list[str]:
+    """The parsed prefixes as snapshot lines: ``prefix`` or ``prefix region``."""
+    if parsed.labels is None:
+        return parsed.prefixes
+    return [f"{p} {label}" if label else p for p, label in zip(parsed.prefixes, parsed.labels, strict=True)]
+
+
+def build_ranges(lines: Iterable[str], provider: str | None = None) -> AddressRanges[str]:
+    """Index snapshot lines (``prefix`` or ``prefix region``), tagging single addresses
+    ``host`` and wider prefixes ``net``. With the feed's ``provider``, an entry with a
+    region is also tagged with the operator's name and the region (``"AWS us-east-1"``):
+    the names are interned, one string per region, and a lookup returns them with the
+    ``host``/``net`` tag in the same set."""
+    names: dict[str, str] = {}
+    count = 0
 
     def entries() -> Iterable[tuple[int, int, int, str]]:
-        for text in prefixes:
+        nonlocal count
+        for line in lines:
+            text, _, label = line.partition(" ")
             try:
                 version, first, last, length = parse_prefix(text)
             except PrefixError:
                 continue
+            count += 1
             yield version, first, last, HOST if length == (32 if version == 4 else 128) else NET
+            label = label.strip()
+            if label and provider is not None:
+                name = names.get(label)
+                if name is None:
+                    if len(names) >= formats.MAX_LABELS or not formats.LABEL.fullmatch(label):
+                        continue  # bounded as the parsers bound them, whatever the file on disk holds
+                    name = names[label] = f"{provider} {label}"
+                yield version, first, last, name
 
-    return AddressRanges.build(entries())
+    ranges = AddressRanges.build(entries())
+    ranges.prefixes = count  # entries as published: a named one is two index entries
+    return ranges
+
+
+def named_provider(tags: frozenset[str]) -> str | None:
+    """The operator-and-region tag among a lookup's tags (the first by name when
+    overlapping entries give several); ``None`` when there is none."""
+    names = [tag for tag in tags if tag != HOST and tag != NET]
+    return min(names) if names else None
 
 
 @dataclass
@@ -240,14 +278,14 @@ class FeedManager:
             return None
         lines = text.splitlines()
         try:
-            if lines[0] != _SNAPSHOT_MAGIC:
+            if lines[0] not in _SNAPSHOT_MAGICS:
                 raise ValueError("not a feed snapshot")
             meta = json.loads(lines[1].removeprefix("#"))
             fetched_at = float(meta["fetchedAt"])
         except (IndexError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring feed snapshot %s: %s", path, exc)
             return None
-        ranges = build_ranges(lines[2:])
+        ranges = build_ranges(lines[2:], spec.provider)
         if ranges.prefixes < spec.min_prefixes:
             log.warning(
                 "ignoring feed snapshot %s: %d prefixes, fewer than %d", path, ranges.prefixes, spec.min_prefixes
@@ -256,19 +294,19 @@ class FeedManager:
         log.info("loaded feed %s from %s (%d prefixes)", spec.name, path, ranges.prefixes)
         return ranges, fetched_at
 
-    def _write_snapshot(self, state: FeedState, prefixes: list[str], fetched_at: float) -> None:
+    def _write_snapshot(self, state: FeedState, lines: list[str], fetched_at: float) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         meta = {
             "feed": state.name,
             "fetchedAt": fetched_at,
             "sources": list(state.urls or ()),
-            "prefixes": len(prefixes),
+            "prefixes": len(lines),
         }
         fd, tmp = tempfile.mkstemp(prefix=f".{state.name}.", suffix=".tmp", dir=self.directory)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 out.write(f"{_SNAPSHOT_MAGIC}\n# {json.dumps(meta)}\n")
-                out.write("\n".join(prefixes))
+                out.write("\n".join(lines))
                 out.write("\n")
                 out.flush()
                 os.fsync(out.fileno())
@@ -295,14 +333,15 @@ class FeedManager:
                     raise formats.FeedFormatError(
                         f"only {len(parsed.prefixes)} prefixes, fewer than the {state.spec.min_prefixes} expected"
                     )
-                ranges = await asyncio.to_thread(build_ranges, parsed.prefixes)
+                lines = snapshot_lines(parsed)
+                ranges = await asyncio.to_thread(build_ranges, lines, state.spec.provider)
             except (ApiError, formats.FeedFormatError) as exc:
                 state.failures += 1
                 state.last_error = str(exc)
                 log.warning("feed %s not refreshed (keeping the %s copy): %s", name, self.status(name), exc)
                 return False
             try:
-                await asyncio.to_thread(self._write_snapshot, state, parsed.prefixes, started)
+                await asyncio.to_thread(self._write_snapshot, state, lines, started)
             except OSError as exc:  # the new copy is good: use it, even if it cannot be kept
                 log.error("cannot store feed snapshot %s: %s", self.snapshot_path(name), exc)
             self._install(state, ranges, started)

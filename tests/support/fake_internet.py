@@ -9,7 +9,8 @@ reusable support servers:
   two registries;
 - a StopForumSpam-style reputation API
   (:class:`~tests.support.reputation_server.ReputationServer`);
-- every VPN/hosting feed in its published format
+- every VPN/hosting/relay feed in its published format, Apple's iCloud
+  Private Relay CSV at a realistic shape (about 22,000 rows) among them
   (:class:`~tests.support.feeds.FeedServer`).
 
 The aiohttp servers run on an event loop in a thread of their own, so a

@@ -3,7 +3,7 @@
 The writers produce the formats the service downloads (the Tor bulk exit
 list, AWS ``ip-ranges.json``, Google ``cloud.json``, Azure service tags,
 Oracle ``public_ip_ranges.json``, Cloudflare's text lists, DigitalOcean's
-geofeed CSV, X4BNet's lists). :data:`WORLD` is a small, consistent set of
+geofeed CSV, X4BNet's lists, Apple's iCloud Private Relay egress CSV). :func:`world` is a small, consistent set of
 feeds with known addresses in them, padded with filler prefixes to each
 feed's minimum size, so tests read like::
 
@@ -20,6 +20,7 @@ status, a delay, a truncated body, a redirect) and counts requests.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import json
 import time
@@ -32,7 +33,7 @@ from aiohttp import web
 
 from ipintel.addresses import IPAddress
 from ipintel.infra.feed_catalogue import DEFAULT_FEEDS
-from ipintel.infra.feeds import FeedManager
+from ipintel.infra.feeds import HOST, NET, FeedManager, named_provider
 
 # Format writers ------------------------------------------------------------------
 
@@ -105,6 +106,36 @@ def oracle_ranges(cidrs: Iterable[str]) -> bytes:
     ).encode()
 
 
+def icloud_relay_csv(rows: Iterable[tuple[str, str, str, str]]) -> bytes:
+    """Apple's egress-ip-ranges.csv: ``prefix,country,region,city,`` per row (the city may be
+    empty, every row ends in an empty field), no header, IPv4 and IPv6 rows in one file."""
+    return "".join(f"{prefix},{country},{region},{city},\n" for prefix, country, region, city in rows).encode()
+
+
+# Shapes of the real file's rows: /27-/31 IPv4 blocks and /64 IPv6 blocks, one per city.
+_RELAY_PLACES = [
+    ("GB", "GB-EN", "London"), ("US", "US-CA", "Los Angeles"), ("DE", "DE-BE", "Berlin"),
+    ("JP", "JP-13", ""), ("US", "US-WA", "SEATTLE"), ("FR", "FR-IDF", "Paris"), ("BR", "BR-SP", "São Paulo"),
+]  # fmt: skip
+
+
+@functools.cache
+def _relay_world() -> bytes:
+    """The relay feed of the test world: the known rows and enough filler rows (about
+    22,000, above the feed's minimum of 20,000) in the real file's shapes. Built once."""
+    rows = [
+        ("172.224.226.0/27", "GB", "GB-EN", "London"),
+        ("172.224.226.32/31", "GB", "GB-SC", "Aberdeen"),
+        ("104.28.30.0/26", "JP", "JP-13", ""),
+        ("2a02:26f7:b3c0:4000::/64", "US", "US-CA", "Los Angeles"),
+    ]
+    for i in range(12_000):  # /31s in 172.225.0.0/16
+        rows.append((f"172.225.{(2 * i) >> 8}.{(2 * i) & 255}/31", *_RELAY_PLACES[i % len(_RELAY_PLACES)]))
+    for i in range(10_000):  # /64s in 2a09:bac1::/32
+        rows.append((f"2a09:bac1:{i >> 4:x}:{(i & 15) << 12:x}::/64", *_RELAY_PLACES[i % len(_RELAY_PLACES)]))
+    return icloud_relay_csv(rows)
+
+
 def geofeed_csv(prefixes: Iterable[str]) -> bytes:
     """DigitalOcean's geo/google.csv (RFC 8805): prefix,country,region,city,postal."""
     return ("".join(f"{p},US,US-NY,New York,10001\n" for p in prefixes)).encode()
@@ -141,6 +172,9 @@ DIGITALOCEAN_ADDRESS = "104.131.0.4"
 VPN_RANGE_ADDRESS = "37.19.200.77"  # in a listed /24: a VPN operator's network
 VPN_SERVER_ADDRESS = "89.187.185.11"  # listed alone: a VPN provider's server
 DATACENTER_ADDRESS = "5.1.2.3"
+RELAY_ADDRESS = "172.224.226.9"  # in 172.224.226.0/27, an iCloud Private Relay egress block
+RELAY_V6_ADDRESS = "2a02:26f7:b3c0:4000::1a"
+RELAY_ON_VPN_LIST_ADDRESS = "104.28.30.5"  # a relay egress block that X4BNet's VPN list (in this world) holds too
 
 CLOUDFLARE_V4 = [
     "173.245.48.0/20", "103.21.244.0/22", "103.22.200.0/22", "103.31.4.0/22", "141.101.64.0/18",
@@ -164,13 +198,14 @@ def world() -> dict[str, list[bytes]]:
         "cloudflare": [text_list(CLOUDFLARE_V4), text_list(CLOUDFLARE_V6)],
         "digitalocean": [geofeed_csv(["104.131.0.0/18", *fillers("159.89.0.0/16", 120, 24)])],
         "vpn": [
-            text_list(["37.19.200.0/24", VPN_SERVER_ADDRESS, *fillers("45.83.0.0/16", 120, 24)]),
+            text_list(["37.19.200.0/24", VPN_SERVER_ADDRESS, "104.28.30.0/24", *fillers("45.83.0.0/16", 120, 24)]),
             text_list(["2a02:6ea0:1000::/37"]),
         ],
         "datacenter": [
             text_list(["5.1.0.0/16", "3.5.140.0/22", "37.19.200.0/24", *fillers("31.0.0.0/12", 1100, 24)]),
             text_list(["2a01:4f8::/29"]),
         ],
+        "relay": [_relay_world()],
     }
 
 
@@ -290,4 +325,12 @@ def feed_tags(feeds: FeedManager, name: str, ip: IPAddress) -> frozenset[str]:
     """Tags (``host``/``net``) of the feed's entries holding ``ip``; empty when none or not loaded.
     (The service matches through ``vpn.FeedSource``, which reads every feed's index directly.)"""
     ranges = feeds.feeds[name].ranges
-    return ranges.lookup(ip) if ranges is not None else frozenset()
+    return frozenset(ranges.lookup(ip) & {HOST, NET}) if ranges is not None else frozenset()
+
+
+def feed_provider(feeds: FeedManager, name: str, ip: IPAddress) -> str | None:
+    """The operator (and region) the feed names for ``ip``, as a verdict's ``provider`` would
+    have it from this feed; ``None`` when the feed does not hold ``ip`` or names nobody."""
+    state = feeds.feeds[name]
+    tags = state.ranges.lookup(ip) if state.ranges is not None else frozenset()
+    return (named_provider(tags) or state.spec.provider) if tags else None

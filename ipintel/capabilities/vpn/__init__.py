@@ -1,11 +1,12 @@
-"""VPN, proxy, Tor, hosting and mobile detection with explained verdicts (docs/API.md#vpn-detection).
+"""VPN, proxy, Tor, relay, hosting and mobile detection with explained verdicts (docs/API.md#vpn-detection).
 
     sources (one module each)          signals                 verdict
     ─────────────────────────          ───────                 ───────
     mmdb_sources  Anonymous-IP  ─┐
                   Connection-Type├─>  Signal(kind, strength,  ─> verdict.verdict():
-    feed_ranges   Tor, clouds,   │           reason)              flags, confidence,
-                  VPN/DC lists   │                                reasons
+    feed_ranges   Tor, clouds,   │           reason,              flags, confidence,
+                  VPN/DC lists,  │           provider, naming)    provider, reasons
+                  iCloud relay   │
     asn_classes   curated ASNs   │
     ptr           PTR keywords  ─┘
 
@@ -19,7 +20,7 @@ from ipintel.capabilities.vpn.detect import detect_vpn
 from ipintel.capabilities.vpn.feed_ranges import FeedSource
 from ipintel.capabilities.vpn.mmdb_sources import AnonymousIpSource, ConnectionTypeSource
 from ipintel.capabilities.vpn.ptr import PtrKeywordSource
-from ipintel.capabilities.vpn.signals import Kind, Signal, SignalSource, Strength
+from ipintel.capabilities.vpn.signals import Kind, Naming, Signal, SignalSource, Strength
 from ipintel.capabilities.vpn.verdict import verdict
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "ConnectionTypeSource",
     "FeedSource",
     "Kind",
+    "Naming",
     "PtrKeywordSource",
     "Signal",
     "SignalSource",

@@ -3,7 +3,9 @@ providers, VPN operators, mobile carriers.
 
 The lists live in ``ipintel/data/asn/*.txt``; each file says where its facts
 come from, and each line names the AS's registered holder so a reader can
-check it (``whois AS21928``). They are deliberately short: an AS is listed
+check it (``whois AS21928``), after the operator's usual name where that
+differs (``AS16509  Amazon | AMAZON-02 - Amazon.com, Inc., US``): the name is
+the verdict's ``provider`` when no stronger signal names one. They are deliberately short: an AS is listed
 only when everything it announces is of that class, because an ASN signal
 applies to every address of the AS (a carrier that also sells home broadband
 from the same AS is not a "mobile carrier" here).
@@ -15,23 +17,25 @@ The address's AS comes from the shared :class:`~ipintel.capabilities.asn.AsnSour
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 
 from ipintel.addresses import IPAddress
 from ipintel.capabilities.asn import AsnSource
-from ipintel.capabilities.vpn.signals import Kind, Signal, Strength
+from ipintel.capabilities.vpn.signals import Kind, Naming, Signal, Strength
 from ipintel.errors import ApiError
 
-_LINE = re.compile(r"^AS(\d{1,10})\b", re.IGNORECASE)
+_LINE = re.compile(r"^AS(\d{1,10})\b\s*(.*?)\s*(?:\[[a-z]+\])?$", re.IGNORECASE)
 
 
-def parse_asn_list(text: str) -> frozenset[int]:
-    """``AS16509  Amazon.com, Inc.`` per line; ``#`` starts a comment. A line
-    that does not start with an AS number is a mistake in a shipped file, and
-    failing loudly (at start, in the tests) beats silently dropping it."""
-    numbers = set()
+def parse_asn_entries(text: str) -> dict[int, str]:
+    """AS number -> operator name, from ``AS16509  Amazon | AMAZON-02 - Amazon.com, Inc., US  [x4b]``
+    lines: the name is the text before ``|``, or the whole description when there is none
+    (``AS209854  Surfshark``); a trailing ``[source]`` mark is not part of it, and ``#``
+    starts a comment. A line that does not start with an AS number is a mistake in a
+    shipped file, and failing loudly (at start, in the tests) beats silently dropping it."""
+    entries: dict[int, str] = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -39,8 +43,13 @@ def parse_asn_list(text: str) -> frozenset[int]:
         match = _LINE.match(line)
         if not match:
             raise ValueError(f"line {lineno}: {raw!r} does not start with an AS number")
-        numbers.add(int(match.group(1)))
-    return frozenset(numbers)
+        entries[int(match.group(1))] = match.group(2).split("|", 1)[0].strip()
+    return entries
+
+
+def parse_asn_list(text: str) -> frozenset[int]:
+    """The AS numbers of a list (see :func:`parse_asn_entries`)."""
+    return frozenset(parse_asn_entries(text))
 
 
 @dataclass(frozen=True)
@@ -48,16 +57,23 @@ class AsnClasses:
     hosting: frozenset[int]
     vpn: frozenset[int]
     mobile: frozenset[int]
+    names: Mapping[int, str] = field(default_factory=dict)  # AS number -> operator name, from the lists
 
     @classmethod
     def shipped(cls) -> AsnClasses:
         """The lists in the package's ``data/asn`` directory."""
         base = resources.files("ipintel") / "data" / "asn"
-
-        def read(name: str) -> frozenset[int]:
-            return parse_asn_list((base / f"{name}.txt").read_text(encoding="utf-8"))
-
-        return cls(hosting=read("hosting"), vpn=read("vpn"), mobile=read("mobile"))
+        lists = {
+            name: parse_asn_entries((base / f"{name}.txt").read_text(encoding="utf-8"))
+            for name in ("hosting", "vpn", "mobile")
+        }
+        names = {number: name for entries in lists.values() for number, name in entries.items() if name}
+        return cls(
+            hosting=frozenset(lists["hosting"]),
+            vpn=frozenset(lists["vpn"]),
+            mobile=frozenset(lists["mobile"]),
+            names=names,
+        )
 
 
 class AsnClassSource:
@@ -82,12 +98,16 @@ class AsnClassSource:
         if info is None:
             return ()
         number, found = info.number, []
-        if number in self.classes.vpn:
-            found.append(Signal(Kind.VPN, Strength.NETWORK, f"asn-vpn:AS{number}"))
-        if number in self.classes.hosting:
-            found.append(Signal(Kind.HOSTING, Strength.NETWORK, f"asn-hosting:AS{number}"))
-        if number in self.classes.mobile:
-            found.append(Signal(Kind.MOBILE, Strength.NETWORK, f"asn-mobile:AS{number}"))
+        classes = self.classes
+        # The operator's name from the lists, not the AS source's organisation: only a listed AS is a signal.
+        name = classes.names.get(number)
+        naming = Naming.AS_LIST if name else Naming.NONE
+        if number in classes.vpn:
+            found.append(Signal(Kind.VPN, Strength.NETWORK, f"asn-vpn:AS{number}", name, naming))
+        if number in classes.hosting:
+            found.append(Signal(Kind.HOSTING, Strength.NETWORK, f"asn-hosting:AS{number}", name, naming))
+        if number in classes.mobile:
+            found.append(Signal(Kind.MOBILE, Strength.NETWORK, f"asn-mobile:AS{number}", name, naming))
         return found
 
     def complete(self) -> bool:

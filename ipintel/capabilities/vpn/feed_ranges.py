@@ -5,7 +5,8 @@ What each feed is evidence of is stated in its entry of the feed catalogue
 where it comes from; fetching, storing and matching them is
 :mod:`ipintel.infra.feeds`. An entry that is a single address (every Tor exit,
 a VPN provider's server) is exact evidence; a wider prefix is evidence about
-the network.
+the network. A feed of one operator's ranges names it (the catalogue's
+``provider``; with the entry's region where the format gives one).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ipintel.addresses import IPAddress
-from ipintel.capabilities.vpn.signals import Kind, Signal, Strength
-from ipintel.infra.feeds import HOST, FeedManager
+from ipintel.capabilities.vpn.signals import Kind, Naming, Signal, Strength
+from ipintel.infra.feeds import HOST, FeedManager, named_provider
 
 
 class FeedSource:
@@ -24,19 +25,31 @@ class FeedSource:
     def __init__(self, feeds: FeedManager) -> None:
         self.feeds = feeds
         # A misspelt ``evidence`` in the catalogue fails here, at start, not in a verdict.
-        self._meanings = [(state, Kind(state.spec.evidence), state.spec.reason) for state in feeds.feeds.values()]
+        self._meanings = [
+            (
+                state,
+                kind := Kind(state.spec.evidence),
+                state.spec.reason,
+                state.spec.provider,
+                Naming.SERVICE if kind is Kind.RELAY else Naming.PUBLISHED,
+            )
+            for state in feeds.feeds.values()
+        ]
 
     async def signals(self, ip: IPAddress) -> Sequence[Signal]:
         # Called for every verdict with ~10 feeds: the address is converted once and each
         # feed's current index read directly (a refresh swaps it whole).
         value, v4 = int(ip), ip.version == 4
         found = []
-        for state, kind, reason in self._meanings:
+        for state, kind, reason, provider, naming in self._meanings:
             ranges = state.ranges
             if ranges is not None:
                 tags = (ranges.v4 if v4 else ranges.v6).lookup(value)
                 if tags:
-                    found.append(Signal(kind, Strength.EXACT if HOST in tags else Strength.NETWORK, reason))
+                    if provider is not None and len(tags) > 1:  # host/net and a region's name
+                        provider = named_provider(tags) or provider
+                    strength = Strength.EXACT if HOST in tags else Strength.NETWORK
+                    found.append(Signal(kind, strength, reason, provider, naming if provider else Naming.NONE))
         return found
 
     def complete(self) -> bool:

@@ -3,7 +3,9 @@
 A signal is one piece of evidence about an address: *what* it suggests
 (:class:`Kind`), *how strong* it is (:class:`Strength`) and a short
 machine-readable ``reason`` that ends up in the answer (``"tor-exit"``,
-``"cloud:aws"``, ``"asn-hosting:AS16509"``). Sources never decide the
+``"cloud:aws"``, ``"asn-hosting:AS16509"``), and - when the evidence names
+the operator behind the address - that operator (``provider``, ``"AWS
+us-east-1"``) with how directly it names it (:class:`Naming`). Sources never decide the
 verdict; :mod:`.verdict` combines what they found, so adding a source is one
 module implementing :class:`SignalSource` and one line where the sources are
 listed.
@@ -27,6 +29,7 @@ class Kind(Enum):
     TOR = "tor"  # a Tor exit (also a proxy)
     HOSTING = "hosting"  # a datacenter or cloud network
     MOBILE = "mobile"  # a cellular network
+    RELAY = "relay"  # a privacy relay's egress (iCloud Private Relay): hides its user, but is not a VPN
 
 
 class Strength(IntEnum):
@@ -37,11 +40,27 @@ class Strength(IntEnum):
     EXACT = 3  # the exact address is on a primary list (Tor exits, the Anonymous-IP database)
 
 
+class Naming(IntEnum):
+    """How directly a signal names the operator behind an address, strongest last (docs/API.md#vpn-detection).
+
+    Independent of :class:`Strength`: a signal can be exact evidence of a Tor
+    exit and name nobody, and every signal that names an operator today is
+    about a network, not the address alone."""
+
+    NONE = 0
+    AS_LIST = 1  # the address's AS is on a shipped list: its holder runs the network the address is in
+    PUBLISHED = 2  # the operator publishes the prefix as its own (a cloud provider's ranges, with the region)
+    SERVICE = 3  # the operator publishes the prefix as its service's egress (iCloud Private Relay): more
+    # specific than the network's owner, since relays egress from partners' (CDNs', clouds') space
+
+
 @dataclass(frozen=True, slots=True)
 class Signal:
     kind: Kind
     strength: Strength
     reason: str
+    provider: str | None = None  # the operator the evidence names ("AWS us-east-1"), if any
+    naming: Naming = Naming.NONE  # how directly it names it
 
 
 class SignalSource(Protocol):
