@@ -1,4 +1,4 @@
-"""Parsing and classifying what clients send: IP addresses and domain names.
+"""Parsing and classifying what clients send: IP addresses, domain names and AS numbers.
 
 Every capability takes client text through these functions, so the rules of
 docs/API.md#addresses-and-domain-names (canonical forms, IPv4-mapped IPv6,
@@ -193,3 +193,22 @@ def parse_domain(text: str) -> str:
             f"{_show(text)} is not a domain name (its last label is numeric); use /dns/<ip>/reverse for addresses",
         )
     return name
+
+
+# asplain (RFC 5396): "AS13335" or "13335", any case, 32-bit. Matched with fullmatch on ASCII digits only
+# (str.isdigit would let "١٣٣" through, and int() would read it).
+_ASN = re.compile(r"(?:[Aa][Ss])?([0-9]{1,10})")
+MAX_ASN = 2**32 - 1
+
+
+def parse_asn(text: str) -> int:
+    """An autonomous system number as a client wrote it (``AS13335``, ``as13335`` or ``13335``); raise
+    ``invalid_asn`` otherwise (docs/API.md#as-record). asdot (``1.10``), signs, spaces and numbers past
+    32 bits are refused. Whether the number is assigned is the registries' answer, not ours."""
+    match = _ASN.fullmatch(text) if isinstance(text, str) and len(text) <= 12 else None
+    if match is None:
+        raise ApiError("invalid_asn", f"{_show(text)} is not an AS number; write it AS13335 or 13335")
+    number = int(match.group(1))
+    if number > MAX_ASN:
+        raise ApiError("invalid_asn", f"{_show(text)} is out of range: AS numbers are at most {MAX_ASN} (32 bits)")
+    return number

@@ -87,7 +87,17 @@ async def test_tools_list_is_cacheable_and_every_tool_has_title_and_annotations(
         result = complete(await modern(client, "tools/list", {"cursor": "ignored"}))
     assert result["ttlMs"] > 0 and result["cacheScope"] == "public"
     tools = {tool["name"]: tool for tool in result["tools"]}
-    assert set(tools) == {"lookup_ip", "whois_ip", "lookup_dns", "check_blacklist", "detect_vpn", "calculate_cidr"}
+    assert list(tools) == [
+        "lookup_ip",
+        "whois_ip",
+        "lookup_dns",
+        "check_blacklist",
+        "detect_vpn",
+        "calculate_cidr",
+        "profile_ip",
+        "lookup_ips",
+        "lookup_asn",
+    ]
     for name, tool in tools.items():
         assert tool["title"]
         hints = tool["annotations"]

@@ -34,6 +34,7 @@ from tests.support.mcp_interop import (
     CALLS,
     INSPECTOR,
     LEGACY_VERSION,
+    MIXED_IPS,
     MODERN_VERSION,
     error_code,
     live_tools,
@@ -223,6 +224,41 @@ async def test_sdk_client_pinned_to_2026_07_28_lists_and_calls_every_tool(
     sent = [e for e in wire.exchanges if isinstance(e.get("sent"), dict) and "id" in e["sent"]]
     assert sent and all(e["headers"].get("mcp-protocol-version") == MODERN_VERSION for e in sent)
     check_modern_wire(wire)
+
+
+async def test_sdk_client_profiles_an_address_and_a_mixed_batch(mcp_server: tuple[str, httpx.Client]) -> None:  # noqa: F811
+    """``profile_ip`` and ``lookup_ips`` through the SDK: structuredContent valid against the listed outputSchema
+    and the same objects as the REST routes; the batch keeps order, answers bad entries in place and looks a
+    duplicate up once."""
+    url, http = mcp_server
+    async with sdk_client(url, "auto") as (client, _wire):
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        profile = await client.call_tool("profile_ip", {"ip": "3.3.3.3"})
+        batch = await client.call_tool("lookup_ips", {"ips": MIXED_IPS, "include": ["geo", "whois"]})
+    for name, result in (("profile_ip", profile), ("lookup_ips", batch)):
+        assert result.is_error is False, (name, result.content)
+        Draft202012Validator(tools[name].output_schema, format_checker=FormatChecker()).validate(
+            result.structured_content
+        )
+
+    data = profile.structured_content
+    assert data is not None and list(data) == ["ip", "geo", "vpn", "whois", "blacklist", "ptr"]
+    assert data["whois"]["handle"] == "NET-3-0-0-0-1" and data["whois"]["registry"] == "ARIN"
+    assert data["blacklist"]["status"] == "clear" and data["ptr"]["records"] == []
+    assert data["geo"]["error"]["code"] == "address_not_found"  # a part's error in its place
+    rest = await asyncio.to_thread(http.get, "/ip/3.3.3.3/profile")
+    assert rest.json()["data"] == data
+
+    assert batch.structured_content is not None
+    results = batch.structured_content["results"]
+    assert [entry["ip"] for entry in results] == MIXED_IPS
+    google, mapped, bad, reserved, v6, arin = results
+    assert google["data"] == mapped["data"] and google["data"]["geo"]["city"] == "Mountain View"
+    assert (bad["error"]["code"], reserved["error"]["code"]) == ("invalid_ip", "reserved_address")
+    assert list(v6["data"]) == ["ip", "geo", "whois"] and v6["data"]["ip"] == "2001:4860:4860::8888"
+    assert arin["data"]["whois"] == data["whois"]
+    rest_batch = await asyncio.to_thread(http.post, "/ip/batch", json={"ips": MIXED_IPS, "include": ["geo", "whois"]})
+    assert rest_batch.json()["data"] == batch.structured_content
 
 
 async def test_transport_rules_on_the_real_server(mcp_server: tuple[str, httpx.Client]) -> None:  # noqa: F811

@@ -1,4 +1,4 @@
-"""The six MCP tools (docs/MCP.md#tools): listing, calls against local upstreams, errors, rate-limit scopes.
+"""The MCP tools (docs/MCP.md#tools): listing, calls against local upstreams, errors, rate-limit scopes.
 
 Every success goes through
 :func:`tests.support.mcp.call_tool`, which validates ``structuredContent``
@@ -21,13 +21,28 @@ from jsonschema import Draft202012Validator
 
 from ipintel.api.mcp.protocol import _plainly_valid_request
 from ipintel.api.mcp.tools import TOOLS, TOOLS_BY_NAME, plain_object_check
-from ipintel.schema_files import load_schema
+from ipintel.schema_files import embeddable_schema, load_schema
 from ipintel.settings import Settings
 from tests.support.app import running_app
 from tests.support.dns_server import DnsServer
+from tests.support.dnsbl import healthy_list
 from tests.support.mcp import call_tool, error_of, listed_tools, post, rpc
+from tests.support.rdap_server import RdapServer, Reply, rdap_fixture
+from tests.support.reputation_server import ReputationServer
 
-ORDER = ["lookup_ip", "whois_ip", "lookup_dns", "check_blacklist", "detect_vpn", "calculate_cidr"]
+ORDER = [
+    "lookup_ip",
+    "whois_ip",
+    "lookup_dns",
+    "check_blacklist",
+    "detect_vpn",
+    "calculate_cidr",
+    "profile_ip",
+    "lookup_ips",
+    "lookup_asn",
+]
+# The tools whose arguments are all plain strings: they have the quick argument check (plain_object_check).
+PLAIN = ["lookup_ip", "whois_ip", "lookup_dns", "check_blacklist", "detect_vpn", "calculate_cidr", "lookup_asn"]
 
 
 async def rest_data(client: httpx.AsyncClient, path: str, **params: str) -> Any:
@@ -76,12 +91,26 @@ async def test_listed_schemas_are_the_schema_files(settings: Settings) -> None:
             Draft202012Validator.check_schema(tool[key])
             assert tool[key]["type"] == "object", f"{name}.{key}: MCP wants an object at the root"
             assert "$id" not in json.dumps(tool[key]), f"{name}.{key}: an $id breaks clients that register schemas"
+            assert ".json" not in json.dumps(_refs(tool[key])), f"{name}.{key}: a reference to a file no client has"
         assert tool["inputSchema"] == strip(load_schema(f"mcp/tools/{name}.input"))
         outputs = TOOLS_BY_NAME[name].output
         if len(outputs) == 1:
-            assert tool["outputSchema"] == strip(load_schema(outputs[0]))
+            # the file with its references to other files (a profile's parts) replaced by those files
+            assert tool["outputSchema"] == embeddable_schema(outputs[0])
+            assert {k: v for k, v in tool["outputSchema"].items() if k != "properties"} == {
+                k: v for k, v in strip(load_schema(outputs[0])).items() if k != "properties"
+            }
         else:
             assert tool["outputSchema"]["anyOf"] == [strip(load_schema(o)) for o in outputs]
+
+
+def _refs(node: Any) -> list[str]:
+    """Every ``$ref`` in a schema."""
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == "$ref"] + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
 
 
 # successes, compared with the REST route ------------------------------------------------------------
@@ -134,57 +163,27 @@ async def test_calculate_cidr(settings: Settings, range_: str) -> None:
     assert result["structuredContent"] == rest
 
 
-async def test_whois_ip(settings: Settings) -> None:
-    from tests.support.rdap_server import Reply, rdap_server
-
-    document = {
-        "rdapConformance": ["rdap_level_0"],
-        "objectClassName": "ip network",
-        "handle": "NET-3-0-0-0-1",
-        "startAddress": "3.0.0.0",
-        "endAddress": "3.127.255.255",
-        "ipVersion": "v4",
-        "name": "AT-88-Z",
-        "type": "DIRECT ALLOCATION",
-        "events": [{"eventAction": "registration", "eventDate": "2019-06-07T10:51:44-04:00"}],
-        "entities": [
-            {
-                "objectClassName": "entity",
-                "handle": "AT-88-Z",
-                "roles": ["registrant"],
-                "vcardArray": [
-                    "vcard",
-                    [
-                        ["version", {}, "text", "4.0"],
-                        ["fn", {}, "text", "Amazon Technologies Inc."],
-                        ["kind", {}, "text", "org"],
-                    ],
-                ],
-            }
-        ],
-    }
-    async with rdap_server({"arin": ["3.0.0.0/8"]}) as rdap:
-        rdap.set(rdap.ip_path("arin", "3.3.3.3"), Reply.json(document))
-        async with running_app(settings.replace(rdap_bootstrap_url=rdap.bootstrap_url)) as client:
-            result = await call_tool(client, "whois_ip", {"ip": "3.3.3.3"})
-            rest = await rest_data(client, "/whois/3.3.3.3")
+async def test_whois_ip(whois_settings: Settings, rdap: RdapServer) -> None:
+    rdap.set(rdap.ip_path("arin", "3.3.3.3"), Reply.json(rdap_fixture("arin_3_0_0_0")))  # ARIN's real answer
+    async with running_app(whois_settings) as client:
+        result = await call_tool(client, "whois_ip", {"ip": "3.3.3.3"})
+        rest = await rest_data(client, "/whois/3.3.3.3")
     data = result["structuredContent"]
     assert data == rest
     assert data["ip"] == "3.3.3.3" and data["name"] == "AT-88-Z" and data["startAddress"] == "3.0.0.0"
 
 
-async def test_lookup_dns_records_and_reverse(settings: Settings) -> None:
-    with DnsServer() as dns:
-        dns.add("example.com", "A", "93.184.215.14", ttl=60)
-        dns.add("example.com", "MX", "10 mail.example.com", ttl=60)
-        dns.add_ptr("8.8.8.8", "dns.google", ttl=60)
-        async with running_app(settings.replace(dns_servers=dns.servers)) as client:
-            a = await call_tool(client, "lookup_dns", {"domain": "example.com"})
-            mx = await call_tool(client, "lookup_dns", {"domain": "Example.COM.", "type": "mx"})
-            ptr = await call_tool(client, "lookup_dns", {"ip": "8.8.8.8"})
-            rest_a = await rest_data(client, "/dns/example.com")
-            rest_mx = await rest_data(client, "/dns/example.com", type="MX")
-            rest_ptr = await rest_data(client, "/dns/8.8.8.8/reverse")
+async def test_lookup_dns_records_and_reverse(dns_settings: Settings, dns: DnsServer) -> None:
+    dns.add("example.com", "A", "93.184.215.14", ttl=60)
+    dns.add("example.com", "MX", "10 mail.example.com", ttl=60)
+    dns.add_ptr("8.8.8.8", "dns.google", ttl=60)
+    async with running_app(dns_settings) as client:
+        a = await call_tool(client, "lookup_dns", {"domain": "example.com"})
+        mx = await call_tool(client, "lookup_dns", {"domain": "Example.COM.", "type": "mx"})
+        ptr = await call_tool(client, "lookup_dns", {"ip": "8.8.8.8"})
+        rest_a = await rest_data(client, "/dns/example.com")
+        rest_mx = await rest_data(client, "/dns/example.com", type="MX")
+        rest_ptr = await rest_data(client, "/dns/8.8.8.8/reverse")
     assert [r["data"] for r in a["structuredContent"]["records"]] == ["93.184.215.14"]
     assert [r["data"] for r in mx["structuredContent"]["records"]] == ["10 mail.example.com"]
     assert ptr["structuredContent"]["ip"] == "8.8.8.8"
@@ -198,19 +197,12 @@ def _without_ttl(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "records": [{k: v for k, v in r.items() if k != "ttl"} for r in data["records"]]}
 
 
-async def test_check_blacklist(settings: Settings) -> None:
-    from tests.support.dnsbl import healthy_list
-    from tests.support.reputation_server import ReputationServer
-
-    with DnsServer() as dns:
-        healthy_list(dns, "one.test", listed={"45.33.32.156": "127.0.0.2"})
-        async with ReputationServer() as api:
-            changed = settings.replace(
-                dns_servers=dns.servers, dnsbl_zones=("one.test",), reputation_url=api.url("/api")
-            )
-            async with running_app(changed) as client:
-                listed = await call_tool(client, "check_blacklist", {"ip": "45.33.32.156"})
-                rest = await rest_data(client, "/blacklist/45.33.32.156")
+async def test_check_blacklist(dns_settings: Settings, dns: DnsServer, api: ReputationServer) -> None:
+    healthy_list(dns, "one.test", listed={"45.33.32.156": "127.0.0.2"})
+    changed = dns_settings.replace(dnsbl_zones=("one.test",), reputation_url=api.url("/api"))
+    async with running_app(changed) as client:
+        listed = await call_tool(client, "check_blacklist", {"ip": "45.33.32.156"})
+        rest = await rest_data(client, "/blacklist/45.33.32.156")
     data = listed["structuredContent"]
     assert data["ip"] == "45.33.32.156" and data["status"] == "listed" and data["listed"] is True
     assert any(s["name"] == "one.test" and s["listed"] is True for s in data["sources"])
@@ -223,6 +215,45 @@ async def test_detect_vpn(settings: Settings) -> None:
         rest = await rest_data(client, "/ip/8.8.8.8/vpn")
     assert result["structuredContent"]["ip"] == "8.8.8.8"
     assert result["structuredContent"] == rest
+
+
+async def test_profile_ip_and_lookup_ips_answer_what_their_routes_answer(
+    whois_settings: Settings, rdap: RdapServer
+) -> None:
+    rdap.set(rdap.ip_path("arin", "3.3.3.3"), Reply.json(rdap_fixture("arin_3_0_0_0")))
+    ips = ["8.8.8.8", "::ffff:8.8.8.8", "bad", "10.0.0.1", "3.3.3.3", "2001:4860:4860::8888"]
+    async with running_app(whois_settings) as client:
+        profile = await call_tool(client, "profile_ip", {"ip": "3.3.3.3", "include": ["whois", "geo"]})
+        rest_profile = await rest_data(client, "/ip/3.3.3.3/profile", include="whois,geo")
+        batch = await call_tool(client, "lookup_ips", {"ips": ips, "include": ["geo", "whois"]})
+        rest_batch = (await client.post("/ip/batch", json={"ips": ips, "include": ["geo", "whois"]})).json()["data"]
+        default = await call_tool(client, "lookup_ips", {"ips": ["8.8.8.8"]})
+    assert profile["structuredContent"] == rest_profile
+    assert list(rest_profile) == ["ip", "geo", "whois"] and rest_profile["whois"]["name"] == "AT-88-Z"
+    assert batch["structuredContent"] == rest_batch
+    results = rest_batch["results"]
+    assert [entry["ip"] for entry in results] == ips
+    assert results[0]["data"] == results[1]["data"]
+    assert [results[2]["error"]["code"], results[3]["error"]["code"]] == ["invalid_ip", "reserved_address"]
+    assert results[4]["data"]["whois"] == rest_profile["whois"]
+    assert rdap.hits[rdap.ip_path("arin", "3.3.3.3")] == 1  # one lookup, from the same cache every time
+    assert list(default["structuredContent"]["results"][0]["data"]) == ["ip", "geo", "vpn"]
+
+
+async def test_profile_and_batch_tools_spend_a_token_per_part_like_their_routes(settings: Settings) -> None:
+    settings = settings.replace(rate_limits={"general": 100, "dns": 30, "registry": 2})
+    arguments = {"ips": ["8.8.8.8", "8.8.4.4", "81.2.69.142", "8.8.8.8"], "include": ["geo", "whois"]}
+    async with running_app(settings) as client:
+        batch = (await post(client, _call("lookup_ips", arguments))).json()["result"]
+        profile = (await post(client, _call("profile_ip", {"ip": "8.8.8.8", "include": ["geo", "blacklist"]}))).json()
+        whois = (await post(client, _call("whois_ip", {"ip": "8.8.8.8"}))).json()["result"]
+    assert batch["isError"] is False
+    codes = [entry["data"]["whois"]["error"]["code"] for entry in batch["structuredContent"]["results"]]
+    assert codes[2] == "rate_limited" and "rate_limited" not in codes[:2] + codes[3:]  # the bootstrap is a closed port
+    assert all("error" not in entry["data"]["geo"] for entry in batch["structuredContent"]["results"])
+    result = profile["result"]
+    assert result["isError"] is False and result["structuredContent"]["blacklist"]["error"]["code"] == "rate_limited"
+    assert error_of(whois)["code"] == "rate_limited"
 
 
 # failures as isError results ---------------------------------------------------------------------------
@@ -257,6 +288,19 @@ async def test_detect_vpn(settings: Settings) -> None:
         ("calculate_cidr", {"range": "10.0.0.0/33"}, "invalid_range"),
         ("calculate_cidr", {"range": ["10.0.0.0/8"]}, "invalid_range"),
         ("calculate_cidr", {"range": "10.0.0.0/8", "extra": True}, "invalid_request"),
+        ("profile_ip", {}, "invalid_ip"),
+        ("profile_ip", {"ip": "not-an-ip"}, "invalid_ip"),
+        ("profile_ip", {"ip": "10.0.0.1"}, "reserved_address"),
+        ("profile_ip", {"ip": "8.8.8.8", "include": "geo"}, "invalid_request"),
+        ("profile_ip", {"ip": "8.8.8.8", "include": ["geo", "nope"]}, "invalid_request"),
+        ("profile_ip", {"ip": "8.8.8.8", "include": []}, "invalid_request"),
+        ("lookup_ips", {}, "invalid_request"),
+        ("lookup_ips", {"ips": []}, "invalid_request"),
+        ("lookup_ips", {"ips": "8.8.8.8"}, "invalid_request"),
+        ("lookup_ips", {"ips": [8]}, "invalid_request"),
+        ("lookup_ips", {"ips": ["8.8.8.8"] * 101}, "invalid_request"),
+        ("lookup_ips", {"ips": ["8.8.8.8"], "include": ["nope"]}, "invalid_request"),
+        ("lookup_ips", {"ips": ["8.8.8.8"], "ip": "8.8.8.8"}, "invalid_request"),
     ],
 )
 async def test_bad_arguments_are_error_results_the_model_can_read(
@@ -283,12 +327,11 @@ async def test_whois_upstream_failure_is_an_error_result(settings: Settings) -> 
     assert error_of(result)["code"] in ("upstream_error", "upstream_timeout")
 
 
-async def test_dns_upstream_failure_is_an_error_result(settings: Settings) -> None:
-    with DnsServer() as dns:
-        dns.servfail("broken.test")
-        async with running_app(settings.replace(dns_servers=dns.servers)) as client:
-            servfail = await call_tool(client, "lookup_dns", {"domain": "www.broken.test"})
-            missing = await call_tool(client, "lookup_dns", {"domain": "nothing-here.test"})
+async def test_dns_upstream_failure_is_an_error_result(dns_settings: Settings, dns: DnsServer) -> None:
+    dns.servfail("broken.test")
+    async with running_app(dns_settings) as client:
+        servfail = await call_tool(client, "lookup_dns", {"domain": "www.broken.test"})
+        missing = await call_tool(client, "lookup_dns", {"domain": "nothing-here.test"})
     assert error_of(servfail)["code"] == "upstream_error"
     assert error_of(missing)["code"] == "domain_not_found"
 
@@ -368,13 +411,21 @@ _JSON_VALUES = st.recursive(
 )
 
 
-@pytest.mark.parametrize("tool", TOOLS, ids=lambda tool: tool.name)
+def test_the_tools_with_plain_arguments_have_the_quick_check() -> None:
+    """Plain string arguments get the quick check; array arguments (profile_ip's and lookup_ips' include,
+    lookup_ips' ips) are left to the validator alone."""
+    quick = [tool.name for tool in TOOLS if plain_object_check(load_schema(tool.input_schema_name)) is not None]
+    assert quick == PLAIN
+    assert set(ORDER) - set(PLAIN) == {"profile_ip", "lookup_ips"}
+
+
+@pytest.mark.parametrize("tool", [TOOLS_BY_NAME[name] for name in PLAIN], ids=lambda tool: tool.name)
 @examples(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_the_quick_argument_check_never_passes_what_the_schema_refuses(tool: Any, data: st.DataObject) -> None:
     schema = load_schema(tool.input_schema_name)
     check = plain_object_check(schema)
-    assert check is not None, "every input schema is plain enough for the quick check"
+    assert check is not None, f"{tool.name} has plain arguments: it has the quick check"
     names = st.sampled_from([*schema["properties"], "other"])
     values = st.one_of(
         _JSON_VALUES, st.sampled_from(["A", "mx", "MX", "8.8.8.8", ""]), st.text(alphabet="AMXNSTC", max_size=5)

@@ -51,6 +51,7 @@ def test_arin_2024_registrant_org_with_nested_contacts_no_country_and_eastern_of
             {"action": "last changed", "date": "2023-01-17T18:07:51-05:00"},
             {"action": "registration", "date": "2012-06-01T15:59:58-04:00"},
         ],
+        "abuse": {"email": "abuse@cloud.example", "phone": "+1-206-555-0140", "name": "Example Abuse"},
     }
 
 
@@ -226,6 +227,7 @@ def test_fields_of_the_wrong_type_become_null_not_errors() -> None:
         "registrant": None,
         "registry": None,
         "events": [],
+        "abuse": None,
     }
 
 

@@ -1,11 +1,14 @@
-"""Registry records over RDAP (RFC 9082/9083): ``GET /whois/:ip`` (docs/API.md#registry-rdap).
+"""Registry records over RDAP (RFC 9082/9083): ``GET /whois/:ip`` (docs/API.md#registry-rdap) and the
+registry part of ``GET /asn/:asn`` (docs/API.md#as-record).
 
 :func:`lookup` asks the IANA bootstrap which RDAP service is responsible for
 the address, queries ``<base>ip/<address>``, follows the registries'
 redirects (transferred space is answered by the RIR that holds it now) and
-maps the ``ip network`` object to our record. :func:`parse_network` is the
-pure part: it reads what each RIR actually sends, which differs in ways
-documented next to each rule below.
+maps the ``ip network`` object to our record. :func:`lookup_autnum` does the
+same for an AS number (``asn.json``, ``<base>autnum/<number>``, an ``autnum``
+object) through the same fetch and redirect policy. :func:`parse_network` and
+:func:`parse_autnum` are the pure part: they read what each RIR actually
+sends, which differs in ways documented next to each rule below.
 """
 
 from __future__ import annotations
@@ -74,6 +77,16 @@ async def lookup(
     return parse_network(address, answer.document, registry=registry_of(answer))
 
 
+async def lookup_autnum(number: int, *, http: HttpClient, bootstrap: RdapBootstrap) -> dict[str, Any]:
+    """The registry record of AS ``number`` (docs/API.md#as-record), without ``prefixes`` (not the
+    registry's to say: ``Intel`` adds them from the ASN database)."""
+    base = await bootstrap.base_url_for_asn(number)
+    if base is None:
+        raise ApiError("registration_not_found", f"no registry is responsible for AS{number} (IANA RDAP bootstrap)")
+    answer = await fetch_object(f"{base}autnum/{number}", "autnum", http=http)
+    return parse_autnum(number, answer.document, registry=registry_of(answer))
+
+
 class RegistryRateLimiting(UpstreamError):
     """An RDAP server answered 429 (502 ``upstream_error``)."""
 
@@ -85,7 +98,14 @@ class RegistryRateLimiting(UpstreamError):
 async def fetch_network(
     url: str, *, http: HttpClient, before_request: Callable[[str], None] | None = None
 ) -> RdapAnswer:
-    """GET an RDAP ``ip network`` object, following up to :data:`MAX_REDIRECTS` redirects.
+    """GET an RDAP ``ip network`` object (:func:`fetch_object`)."""
+    return await fetch_object(url, "ip network", http=http, before_request=before_request)
+
+
+async def fetch_object(
+    url: str, object_class: str, *, http: HttpClient, before_request: Callable[[str], None] | None = None
+) -> RdapAnswer:
+    """GET an RDAP object of ``object_class``, following up to :data:`MAX_REDIRECTS` redirects.
 
     The HTTP client's redirect policy checks each hop before it is followed
     (relative ``Location`` resolved, http/https only, never HTTPS to HTTP);
@@ -108,7 +128,7 @@ async def fetch_network(
         )
     except RedirectRefused as refused:
         raise _refusal(refused, first=url) from None
-    return RdapAnswer(_network_document(followed.response, followed.urls[-1]), followed.urls)
+    return RdapAnswer(_document(followed.response, followed.urls[-1], object_class), followed.urls)
 
 
 def _refusal(refused: RedirectRefused, *, first: str) -> UpstreamError:
@@ -128,13 +148,18 @@ def _refusal(refused: RedirectRefused, *, first: str) -> UpstreamError:
             return UpstreamError(f"the RDAP servers redirected more than {MAX_REDIRECTS} times for {first}")
 
 
-def _network_document(response: HttpResponse, url: str) -> dict[str, Any]:
+# What a registry's 404 means, per object class.
+_NOT_REGISTERED = {"ip network": "this address", "autnum": "this AS number"}
+
+
+def _document(response: HttpResponse, url: str, object_class: str) -> dict[str, Any]:
     """Map an RDAP server's final answer to the document or to an error (docs/API.md#errors)."""
     server = f"the RDAP server {_host(url)}"
     if response.status in REDIRECT_STATUSES:  # the redirect policy follows only those with a Location
         raise UpstreamError(f"{server} redirected (HTTP {response.status}) without a Location")
     if response.status == 404:
-        raise ApiError("registration_not_found", f"{server} has no registration for this address")
+        what = _NOT_REGISTERED.get(object_class, "this object")
+        raise ApiError("registration_not_found", f"{server} has no registration for {what}")
     if response.status == 429:  # RIPE's is an HTML page, not an RDAP error object
         raise RegistryRateLimiting(_host(url))
     if response.status != 200:
@@ -146,8 +171,8 @@ def _network_document(response: HttpResponse, url: str) -> dict[str, Any]:
         document = json.loads(response.body)
     except (ValueError, RecursionError):
         raise UpstreamError(f"{server} answered invalid JSON") from None
-    if not isinstance(document, dict) or document.get("objectClassName") != "ip network":
-        raise UpstreamError(f"{server} did not answer with an RDAP ip network object")
+    if not isinstance(document, dict) or document.get("objectClassName") != object_class:
+        raise UpstreamError(f"{server} did not answer with an RDAP {object_class} object")
     return document
 
 
@@ -213,6 +238,28 @@ def parse_network(address: IPAddress, document: dict[str, Any], *, registry: str
         "registrant": select_registrant(document),
         "registry": registry,
         "events": parse_events(document.get("events")),
+        "abuse": select_abuse(document),
+    }
+
+
+def parse_autnum(number: int, document: dict[str, Any], *, registry: str | None) -> dict[str, Any]:
+    """Our AS record (docs/API.md#as-record) from an RDAP ``autnum`` object, without ``prefixes``.
+
+    ``asn`` is the number asked about, written as the GeoIP record writes it: a
+    registry may answer with the block holding it (``startAutnum`` ..
+    ``endAutnum``; ``handle`` then names the block). ``name`` is the record's
+    own (ARIN ``GOOGLE``, RIPE's ``as-name``); ``org`` the registrant
+    organisation by the rules of :func:`select_registrant` (RIPE maintainers
+    skipped). ARIN and RIPE give no ``country`` on AS records: ``null``."""
+    return {
+        "asn": f"AS{number}",
+        "name": _text(document.get("name")),
+        "org": select_registrant(document),
+        "country": _country(document.get("country")),
+        "registry": registry,
+        "handle": _text(document.get("handle")),
+        "events": parse_events(document.get("events")),
+        "abuse": select_abuse(document),
     }
 
 
@@ -281,6 +328,92 @@ def _description_remark(document: dict[str, Any]) -> str | None:
     return None
 
 
+# Bounds on walking a registry's entity tree: the document is at most 2 MiB, but a hostile one could nest
+# thousands of entities; an abuse contact is always within a few levels.
+_MAX_ENTITY_DEPTH = 8
+_MAX_ENTITIES = 2000
+
+
+def select_abuse(document: dict[str, Any]) -> dict[str, str | None] | None:
+    """The abuse contact ``{email, phone, name}`` (docs/API.md#registry-rdap), or ``None`` when the
+    registry names none.
+
+    It is the entity with the role ``abuse`` anywhere in the entity tree: ARIN
+    nests it under the registrant organisation (and may repeat it at the top
+    level when the network has its own abuse POC); RIPE NCC and APNIC put it at
+    the top level (APNIC's IRT object); LACNIC gives one entity the roles
+    ``technical`` and ``abuse`` together. The tree is walked breadth first, so
+    the object's own contact wins over one nested under its registrant, and the
+    first abuse entity with an email or a telephone number wins over an earlier
+    one with only a name (NIC.br's often carry no vCard details). ``email``:
+    where a vCard lists several, the one typed ``abuse`` (RIPE's
+    ``abuse-mailbox``) wins, else the first. ``phone``: the first ``tel`` that
+    is not typed ``fax`` only. ``name``: the vCard's ``fn``, else ``org``. An
+    entity without any of the three is not an abuse contact we can report."""
+    named_only: dict[str, str | None] | None = None
+    for entity in _entities_breadth_first(document):
+        if not _has_role(entity, "abuse"):
+            continue
+        vcard = VCard.of(entity)
+        contact = {
+            "email": _abuse_email(vcard),
+            "phone": _phone(vcard),
+            "name": vcard.text("fn") or vcard.text("org"),
+        }
+        if contact["email"] is not None or contact["phone"] is not None:
+            return contact
+        if named_only is None and contact["name"] is not None:
+            named_only = contact
+    return named_only
+
+
+def _entities_breadth_first(document: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    level = [e for e in _list(document.get("entities")) if isinstance(e, dict)]
+    depth = 0
+    while level and depth < _MAX_ENTITY_DEPTH and len(found) < _MAX_ENTITIES:
+        found.extend(level[: _MAX_ENTITIES - len(found)])
+        level = [child for e in level for child in _list(e.get("entities")) if isinstance(child, dict)]
+        depth += 1
+    return found
+
+
+def _abuse_email(vcard: VCard) -> str | None:
+    emails = vcard.all("email")
+    for value, params in emails:
+        if "abuse" in _param_values(params, "type"):
+            return _email(value)
+    for value, _ in emails:
+        if (email := _email(value)) is not None:
+            return email
+    return None
+
+
+def _email(value: str) -> str | None:
+    # A jCard email is text; a mailto: URI is read as the address it names.
+    text = value[7:] if value[:7].lower() == "mailto:" else value
+    return _text(text)
+
+
+def _phone(vcard: VCard) -> str | None:
+    for value, params in vcard.all("tel"):
+        types = _param_values(params, "type")
+        if types and types <= {"fax"}:
+            continue
+        # ARIN and APNIC write text ("+1-650-253-0000"); some registries a tel: URI (RFC 3966).
+        text = value[4:] if value[:4].lower() == "tel:" else value
+        if (phone := _text(text)) is not None:
+            return phone
+    return None
+
+
+def _param_values(params: dict[str, Any], name: str) -> set[str]:
+    """A jCard parameter's values, lower-case: ``"type": "abuse"`` or ``"type": ["work", "voice"]``."""
+    value = params.get(name)
+    values = value if isinstance(value, list) else [value]
+    return {v.strip().lower() for v in values if isinstance(v, str)}
+
+
 class VCard:
     """Read access to an entity's jCard (RFC 7095) by property name.
 
@@ -310,6 +443,16 @@ class VCard:
             if (text := _text(value)) is not None:
                 return text
         return None
+
+    def all(self, name: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every text value of the property ``name`` with its parameters, in the registry's order."""
+        found = []
+        for prop in self._properties:
+            if not isinstance(prop, list) or len(prop) < 4 or not isinstance(prop[0], str):
+                continue
+            if prop[0].lower() == name and isinstance(prop[3], str):
+                found.append((prop[3], prop[1] if isinstance(prop[1], dict) else {}))
+        return found
 
 
 def parse_events(events: object) -> list[dict[str, str]]:

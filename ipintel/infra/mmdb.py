@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,19 +31,25 @@ def _open(path: Path) -> maxminddb.Reader:
         return maxminddb.open_database(str(path), maxminddb.MODE_MMAP)
 
 
+# Builds something derived from a whole file (the ASN file's prefixes per AS) once per (re)load.
+Indexer = Callable[[maxminddb.Reader], Any]
+
+
 @dataclass(frozen=True)
 class _Opened:
     reader: maxminddb.Reader
     mtime_ns: int
     size: int
+    index: Any = None  # what the indexer built from this reader; swapped with it, never out of step
 
 
 class MmdbFile:
     """One ``.mmdb`` file. ``lookup`` is safe to call while another thread reloads."""
 
-    def __init__(self, path: Path | str, *, kind: str) -> None:
+    def __init__(self, path: Path | str, *, kind: str, indexer: Indexer | None = None) -> None:
         self.path = Path(path)
         self.kind = kind  # "city", "asn", "anonymous", "connection": used in logs and metrics
+        self.indexer = indexer
         self._opened: _Opened | None = None
         self._lock = threading.Lock()
         self.last_error: str | None = None
@@ -64,7 +71,8 @@ class MmdbFile:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("cannot open %s database %s: %s", self.kind, self.path, self.last_error)
                 return False
-            old, self._opened = self._opened, _Opened(reader, stat.st_mtime_ns, stat.st_size)
+            index = self._build_index(reader)
+            old, self._opened = self._opened, _Opened(reader, stat.st_mtime_ns, stat.st_size, index)
             self.last_error = None
             self.generation += 1
         log.info(
@@ -78,6 +86,23 @@ class MmdbFile:
         # map. Dropping the reference lets the garbage collector unmap it.
         del old
         return True
+
+    def _build_index(self, reader: maxminddb.Reader) -> Any:
+        """The indexer's result for a newly opened reader (before it serves), ``None`` when it fails:
+        a file that opens but cannot be indexed still answers lookups."""
+        if self.indexer is None:
+            return None
+        try:
+            return self.indexer(reader)
+        except Exception:  # a bug or a strange file must not keep the database from loading
+            log.exception("indexing the %s database %s failed", self.kind, self.path)
+            return None
+
+    @property
+    def index(self) -> Any:
+        """What the indexer built from the loaded file, or ``None`` (none loaded, no indexer, it failed)."""
+        opened = self._opened
+        return opened.index if opened else None
 
     def changed_on_disk(self) -> bool:
         opened = self._opened
@@ -124,9 +149,11 @@ class GeoDatabases:
         asn: Path | None = None,
         anonymous: Path | None = None,
         connection: Path | None = None,
+        *,
+        asn_indexer: Indexer | None = None,
     ) -> None:
         self.city = MmdbFile(city, kind="city")
-        self.asn = MmdbFile(asn, kind="asn") if asn else None
+        self.asn = MmdbFile(asn, kind="asn", indexer=asn_indexer) if asn else None
         self.anonymous = MmdbFile(anonymous, kind="anonymous") if anonymous else None
         self.connection = MmdbFile(connection, kind="connection") if connection else None
         self._optional = tuple(db for db in (self.asn, self.anonymous, self.connection) if db is not None)

@@ -1,7 +1,8 @@
 """The IANA RDAP bootstrap registry (RFC 9224): which RDAP server answers for an address.
 
-IANA publishes ``ipv4.json`` and ``ipv6.json``; each lists prefixes and the
-base URLs of the RDAP service responsible for them. The files change a few
+IANA publishes ``ipv4.json`` and ``ipv6.json``, which list prefixes and the
+base URLs of the RDAP service responsible for them, and ``asn.json``, which
+lists ranges of AS numbers (``"1-1876"``, ``"3333"``) the same way. The files change a few
 times a year, so they are fetched when first needed, kept in memory and
 refreshed once a day - never per request (docs/API.md#registry-rdap):
 
@@ -13,18 +14,21 @@ refreshed once a day - never per request (docs/API.md#registry-rdap):
   (``upstream_error`` / ``upstream_timeout``), retried on the next lookup.
 
 Matching is longest-prefix: a more specific entry wins over a covering one.
+AS ranges do not overlap; a range overlapping an earlier one is skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import functools
 import ipaddress
 import json
 import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ipintel.addresses import IPAddress
 from ipintel.errors import UpstreamError, UpstreamTimeout
@@ -120,11 +124,88 @@ def parse_bootstrap(document: Any, version: int) -> BootstrapTable:
     return BootstrapTable(version, by_length, tuple(sorted(by_length, reverse=True)))
 
 
+@dataclass(frozen=True)
+class AsnBootstrapTable:
+    """``asn.json``: sorted, non-overlapping ranges of AS numbers, each with its base URL; bisect finds one."""
+
+    starts: tuple[int, ...]
+    ranges: tuple[tuple[int, int, str], ...]  # (first, last, base URL), by first
+
+    def base_url(self, number: int) -> str | None:
+        index = bisect.bisect_right(self.starts, number) - 1
+        if index < 0:
+            return None
+        first, last, url = self.ranges[index]
+        return url if first <= number <= last else None
+
+    def __len__(self) -> int:
+        return len(self.ranges)
+
+
+_MAX_ASN = 2**32 - 1
+
+
+def _asn_range(text: object) -> tuple[int, int] | None:
+    """``"1-1876"`` or ``"3333"`` (RFC 9224 5.3) as ``(first, last)``; ``None`` when unreadable."""
+    if not isinstance(text, str):
+        return None
+    first_text, _, last_text = text.strip().partition("-")
+    if not first_text.isascii() or not first_text.isdigit() or len(first_text) > 10:
+        return None
+    last_text = last_text or first_text
+    if not last_text.isascii() or not last_text.isdigit() or len(last_text) > 10:
+        return None
+    first, last = int(first_text), int(last_text)
+    if first > last or last > _MAX_ASN:
+        return None
+    return first, last
+
+
+def parse_asn_bootstrap(document: Any) -> AsnBootstrapTable:
+    """Build a table from a parsed ``asn.json``; malformed entries are skipped one by one, as for addresses,
+    and so is a range that overlaps one with a lower start (IANA's ranges never overlap)."""
+    if not isinstance(document, dict) or not isinstance(document.get("services"), list):
+        raise UpstreamError("the RDAP bootstrap asn.json has no 'services' list")
+    entries: list[tuple[int, int, str]] = []
+    for service in document["services"]:
+        if not isinstance(service, list) or len(service) < 2:
+            continue
+        ranges, urls = service[0], service[1]
+        if not isinstance(ranges, list) or not isinstance(urls, list):
+            continue
+        url = choose_base_url(urls)
+        if url is None:
+            continue
+        for text in ranges:
+            span = _asn_range(text)
+            if span is not None:
+                entries.append((span[0], span[1], url))
+    if not entries:
+        raise UpstreamError("the RDAP bootstrap asn.json lists no usable service")
+    kept: list[tuple[int, int, str]] = []
+    for first, last, url in sorted(entries):
+        if kept and first <= kept[-1][1]:
+            continue  # overlaps a range read before it: IANA's never do, so one of them is wrong
+        kept.append((first, last, url))
+    return AsnBootstrapTable(tuple(first for first, _, _ in kept), tuple(kept))
+
+
+def _parse_family(document: Any, *, version: int) -> BootstrapTable:
+    return parse_bootstrap(document, version)
+
+
+_Table = TypeVar("_Table", BootstrapTable, AsnBootstrapTable)
+
+
 @dataclass
-class _FamilyState:
-    table: BootstrapTable | None = None
+class _FileState(Generic[_Table]):
+    """One bootstrap file (``ipv4.json``, ``ipv6.json``, ``asn.json``): its table, refresh time and fetch."""
+
+    name: str
+    parse: Callable[[Any], _Table] = field(repr=False)
+    table: _Table | None = None
     next_refresh: float = 0.0
-    pending: asyncio.Task[BootstrapTable] | None = field(default=None, repr=False)
+    pending: asyncio.Task[_Table] | None = field(default=None, repr=False)
 
 
 class RdapBootstrap:
@@ -147,42 +228,56 @@ class RdapBootstrap:
         self.refresh_after = refresh_after
         self.retry_after = retry_after
         self.clock = clock
-        self._families = {4: _FamilyState(), 6: _FamilyState()}
+        self._families: dict[int, _FileState[BootstrapTable]] = {
+            version: _FileState(f"ipv{version}.json", functools.partial(_parse_family, version=version))
+            for version in (4, 6)
+        }
+        self._asn: _FileState[AsnBootstrapTable] = _FileState("asn.json", parse_asn_bootstrap)
 
     async def base_url_for(self, address: IPAddress) -> str | None:
         """The RDAP base URL responsible for ``address``, or ``None`` when IANA lists none."""
         table = await self.table(address.version)
         return table.base_url(address)
 
+    async def base_url_for_asn(self, number: int) -> str | None:
+        """The RDAP base URL responsible for AS ``number`` (``asn.json``), or ``None`` when IANA lists none."""
+        table = await self.asn_table()
+        return table.base_url(number)
+
     async def table(self, version: int) -> BootstrapTable:
-        state = self._families[version]
+        return await self._current(self._families[version])
+
+    async def asn_table(self) -> AsnBootstrapTable:
+        return await self._current(self._asn)
+
+    async def _current(self, state: _FileState[_Table]) -> _Table:
         if state.table is not None and self.clock() < state.next_refresh:
             return state.table
         if state.pending is None:
-            state.pending = asyncio.create_task(self._refresh(version, state))
+            state.pending = asyncio.create_task(self._refresh(state))
             state.pending.add_done_callback(_retrieve)
         # shield: a client that disconnects must not cancel the fetch others wait for.
         return await asyncio.shield(state.pending)
 
-    async def _refresh(self, version: int, state: _FamilyState) -> BootstrapTable:
+    async def _refresh(self, state: _FileState[_Table]) -> _Table:
         try:
-            table = await self._fetch(version)
+            table = state.parse(await self._fetch(state.name))
         except (UpstreamError, UpstreamTimeout) as error:
             if state.table is None:
                 raise
-            log.warning("RDAP bootstrap ipv%d.json refresh failed, keeping the last good copy: %s", version, error)
+            log.warning("RDAP bootstrap %s refresh failed, keeping the last good copy: %s", state.name, error)
             state.next_refresh = self.clock() + self.retry_after
             return state.table
         else:
             state.table = table
             state.next_refresh = self.clock() + self.refresh_after
-            log.info("RDAP bootstrap ipv%d.json loaded: %d prefixes", version, len(table))
+            log.info("RDAP bootstrap %s loaded: %d entries", state.name, len(table))
             return table
         finally:
             state.pending = None
 
-    async def _fetch(self, version: int) -> BootstrapTable:
-        url = f"{self.base_url}ipv{version}.json"
+    async def _fetch(self, name: str) -> Any:
+        url = f"{self.base_url}{name}"
         response = await self.http.get(
             url,
             headers={"Accept": "application/json"},
@@ -193,13 +288,12 @@ class RdapBootstrap:
         if response.status != 200:
             raise UpstreamError(f"the RDAP bootstrap {url} answered HTTP {response.status}")
         try:
-            document = json.loads(response.body)
+            return json.loads(response.body)
         except (ValueError, RecursionError):
             raise UpstreamError(f"the RDAP bootstrap {url} is not valid JSON") from None
-        return parse_bootstrap(document, version)
 
 
-def _retrieve(task: asyncio.Task[BootstrapTable]) -> None:
+def _retrieve(task: asyncio.Task[Any]) -> None:
     """Mark a failed fetch's exception as seen when every waiter went away."""
     if not task.cancelled():
         task.exception()

@@ -27,13 +27,16 @@ from ipintel.api.mcp.tools import TOOLS
 from tests.support.app import ROOT, server_process
 from tests.support.dns_server import DnsServer
 from tests.support.dnsbl import healthy_list
-from tests.support.rdap_server import Reply, rdap_server
+from tests.support.rdap_server import Reply, rdap_fixture, rdap_server
 from tests.support.reputation_server import ReputationServer
 
 # The revision of the 2026 stateless era and the versions of the initialize handshake.
 MODERN_VERSION = "2026-07-28"
 LEGACY_VERSION = "2025-11-25"
 ALL_VERSIONS = [MODERN_VERSION, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+
+# A batch of every kind of entry: good, a duplicate in another spelling, malformed, reserved, IPv6, registered.
+MIXED_IPS = ["8.8.8.8", "::ffff:8.8.8.8", "not-an-ip", "10.0.0.1", "2001:4860:4860::8888", "3.3.3.3"]
 
 # Calls per tool that succeed against the local upstreams below.
 CALLS: dict[str, list[dict[str, Any]]] = {
@@ -43,6 +46,16 @@ CALLS: dict[str, list[dict[str, Any]]] = {
     "check_blacklist": [{"ip": "45.33.32.156"}],
     "detect_vpn": [{"ip": "8.8.8.8"}],
     "calculate_cidr": [{"range": "192.168.1.77/24"}, {"range": "2001:db8::/48"}],
+    "profile_ip": [
+        {"ip": "8.8.8.8"},  # every part: the registry knows no 8.8.8.8 here, so whois is an error in its place
+        {"ip": "3.3.3.3", "include": ["whois", "blacklist", "ptr"]},
+        {"ip": "2001:4860:4860::8888", "include": ["geo", "blacklist"]},  # blacklist: ipv6_not_supported
+    ],
+    "lookup_ips": [
+        {"ips": MIXED_IPS, "include": ["geo", "vpn", "whois"]},
+        {"ips": ["45.33.32.156"]},
+    ],
+    "lookup_asn": [{"asn": "AS15169"}, {"asn": "15169"}],
 }
 
 # Calls per tool that must be isError results, with the error code their text carries.
@@ -62,17 +75,24 @@ BAD_CALLS: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"range": "not-a-range"}, "invalid_range"),
         ({"range": "10.0.0.0/8", "extra": True}, "invalid_request"),
     ],
-}
-
-RDAP_NETWORK = {
-    "rdapConformance": ["rdap_level_0"],
-    "objectClassName": "ip network",
-    "handle": "NET-3-0-0-0-1",
-    "startAddress": "3.0.0.0",
-    "endAddress": "3.127.255.255",
-    "ipVersion": "v4",
-    "name": "AT-88-Z",
-    "events": [{"eventAction": "registration", "eventDate": "2019-06-07T10:51:44-04:00"}],
+    "profile_ip": [
+        ({"ip": "not-an-ip"}, "invalid_ip"),
+        ({"ip": "10.0.0.1"}, "reserved_address"),
+        ({"ip": "8.8.8.8", "include": ["geo", "nope"]}, "invalid_request"),
+        ({"ip": "8.8.8.8", "include": []}, "invalid_request"),
+    ],
+    "lookup_ips": [
+        ({"ips": []}, "invalid_request"),
+        ({"ips": ["8.8.8.8"] * 101}, "invalid_request"),
+        ({"ips": "8.8.8.8"}, "invalid_request"),
+        ({"ips": ["8.8.8.8"], "include": ["nope"]}, "invalid_request"),
+    ],
+    "lookup_asn": [
+        ({"asn": "ASX"}, "invalid_asn"),
+        ({"asn": 15169}, "invalid_asn"),
+        ({"asn": "AS64512"}, "registration_not_found"),  # private use: no registry holds it
+        ({"asn": "AS15169", "ip": "8.8.8.8"}, "invalid_request"),
+    ],
 }
 
 
@@ -95,7 +115,8 @@ async def local_world(dns: DnsServer) -> AsyncIterator[dict[str, str]]:
     env = {"IPINTEL_DNS_SERVERS": dns.env, "IPINTEL_DNS_TIMEOUT": "0.5"}
     async with contextlib.AsyncExitStack() as stack:
         rdap = await stack.enter_async_context(rdap_server({"arin": ["3.0.0.0/8"]}))
-        rdap.set(rdap.ip_path("arin", "3.3.3.3"), Reply.json(RDAP_NETWORK))
+        rdap.set(rdap.ip_path("arin", "3.3.3.3"), Reply.json(rdap_fixture("arin_3_0_0_0")))
+        rdap.set(rdap.autnum_path("arin", 15169), Reply.json(rdap_fixture("arin_autnum_15169")))
         env["IPINTEL_RDAP_BOOTSTRAP_URL"] = rdap.bootstrap_url
         healthy_list(dns, "one.test", listed={"45.33.32.156": "127.0.0.2"})
         api = await stack.enter_async_context(ReputationServer())

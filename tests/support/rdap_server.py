@@ -43,9 +43,19 @@ REGISTRIES: dict[str, list[str]] = {
 }
 
 
+# The AS numbers each registry holds in that world (asn.json), in the bootstrap's "first-last" notation.
+AUTNUMS: dict[str, list[str]] = {
+    "arin": ["1-1876", "13335", "15169", "16509"],
+    "ripe": ["1877-1901", "3333", "20712"],
+    "apnic": ["4608-4865"],
+    "lacnic": ["27648-28671"],
+    "afrinic": ["36864-37887"],
+}
+
+
 def rdap_fixture(name: str) -> dict[str, Any]:
     """A registry answer (``tests/fixtures/rdap/<name>.json``), freshly parsed: written for the tests
-    and modelled on what each RIR sends, or a real answer (``arin_3_0_0_0``, ``ripe_193_0_0_0``)."""
+    and modelled on what each RIR sends, or a real answer (tests/fixtures/README.md says which)."""
     document: dict[str, Any] = load_json(f"rdap/{name}.json")
     return document
 
@@ -135,6 +145,9 @@ class RdapServer:
         self.hits: Counter[str] = Counter()
         self.base_url = ""
         self.in_flight = 0
+        # Requests under way and the most there were at once, per path prefix (a registry, or "bootstrap").
+        self.in_flight_at: Counter[str] = Counter()
+        self.peak_at: Counter[str] = Counter()
 
     # Addresses ---------------------------------------------------------------
 
@@ -150,6 +163,10 @@ class RdapServer:
         """The path a client asks for ``address`` at ``registry`` (``/arin/ip/3.3.3.3``)."""
         return f"/{registry}/ip/{ipaddress.ip_address(address)}"
 
+    def autnum_path(self, registry: str, number: int) -> str:
+        """The path a client asks for AS ``number`` at ``registry`` (``/arin/autnum/15169``)."""
+        return f"/{registry}/autnum/{number}"
+
     def url(self, path: str) -> str:
         return self.base_url + path
 
@@ -161,8 +178,11 @@ class RdapServer:
     def set_bootstrap(self, version: int, document: Any, *, reply: Reply | None = None) -> None:
         self.set(f"/bootstrap/ipv{version}.json", reply or Reply.json(document, content_type="application/json"))
 
-    def serve_registries(self, registries: Mapping[str, Sequence[str]]) -> None:
-        """Bootstrap files mapping each registry's prefixes to its base URL here (HTTP only)."""
+    def serve_registries(
+        self, registries: Mapping[str, Sequence[str]], autnums: Mapping[str, Sequence[str]] = AUTNUMS
+    ) -> None:
+        """Bootstrap files mapping each registry's prefixes (``ipv4.json``, ``ipv6.json``) and AS numbers
+        (``asn.json``, from ``autnums``, for the registries of ``registries``) to its base URL here (HTTP only)."""
         for version in (4, 6):
             services = []
             for registry, prefixes in registries.items():
@@ -170,12 +190,23 @@ class RdapServer:
                 if mine:
                     services.append((mine, [self.registry_url(registry)]))
             self.set_bootstrap(version, bootstrap_document(services))
+        self.set_asn_bootstrap(
+            bootstrap_document(
+                [(autnums[registry], [self.registry_url(registry)]) for registry in registries if registry in autnums]
+            )
+        )
+
+    def set_asn_bootstrap(self, document: Any, *, reply: Reply | None = None) -> None:
+        self.set("/bootstrap/asn.json", reply or Reply.json(document, content_type="application/json"))
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         self.hits[path] += 1
         reply = self.replies.get(path) or self.default or Reply.not_found()
         self.in_flight += 1
+        prefix = path.split("/")[1] if path.count("/") > 1 else ""
+        self.in_flight_at[prefix] += 1
+        self.peak_at[prefix] = max(self.peak_at[prefix], self.in_flight_at[prefix])
         try:
             if reply.delay:
                 await asyncio.sleep(reply.delay)
@@ -200,6 +231,7 @@ class RdapServer:
             return web.Response(status=reply.status, body=reply.body, headers=headers)
         finally:
             self.in_flight -= 1
+            self.in_flight_at[prefix] -= 1
 
 
 @contextlib.asynccontextmanager

@@ -37,6 +37,7 @@ _CODE_BY_ARGUMENT = {
     "domain": "invalid_domain",
     "type": "invalid_record_type",
     "range": "invalid_range",
+    "asn": "invalid_asn",
 }
 
 
@@ -45,7 +46,7 @@ class CallContext:
     """What a tool call may need from the HTTP request that carried it."""
 
     caller_ip: str | None  # docs/API.md#client-address, for lookup_ip without an address
-    spend: Callable[[Quota], None]  # takes a token of a rate-limit quota; raises ApiError("rate_limited")
+    spend: Callable[[Quota], Awaitable[None]]  # takes a token of a rate-limit quota; raises ApiError("rate_limited")
     request_id: str | None = None  # for logs
 
 
@@ -126,12 +127,16 @@ async def _profile_ip(intel: Intel, arguments: dict[str, Any], context: CallCont
     return await intel.profile_ip(arguments["ip"], arguments.get("include"), spend=context.spend)
 
 
+async def _lookup_asn(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
+    return await intel.lookup_asn(arguments["asn"])  # GET /asn/{asn}
+
+
 async def _lookup_ips(intel: Intel, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
     # POST /ip/batch, at most MCP_BATCH_MAX addresses (the input schema's maxItems).
     return await intel.lookup_ips(arguments["ips"], arguments.get("include"), spend=context.spend)
 
 
-# The six tools, in the fixed order of docs/MCP.md#tools. ---------------------------------
+# The tools, in the fixed order of docs/MCP.md#tools. ---------------------------------
 
 TOOLS: tuple[Tool, ...] = (
     Tool(
@@ -157,9 +162,10 @@ TOOLS: tuple[Tool, ...] = (
             "Registration record of an IP address from its regional internet registry over RDAP (the successor "
             "of WHOIS). Returns the network's name and handle, startAddress and endAddress, country (as the "
             "registry gives it, often null at ARIN), registrant (the organisation holding the block), registry "
-            "(ARIN, RIPE NCC, APNIC, LACNIC or AFRINIC) and events (registration, last changed) with ISO 8601 "
-            "dates. Use it to learn who an address block is assigned to and how large it is; use lookup_ip for "
-            "location. Argument: ip, a public IPv4 or IPv6 address. "
+            "(ARIN, RIPE NCC, APNIC, LACNIC or AFRINIC), events (registration, last changed) with ISO 8601 "
+            "dates and abuse (the abuse contact: email, phone, name; null when the registry names none). Use it "
+            "to learn who an address block is assigned to, how large it is and where to report abuse from it; "
+            "use lookup_ip for location. Argument: ip, a public IPv4 or IPv6 address. "
             'Example: {"ip": "1.1.1.1"} returns {"registry": "APNIC", "startAddress": "1.1.1.0", ...}.'
         ),
         output=("whois",),
@@ -204,11 +210,14 @@ TOOLS: tuple[Tool, ...] = (
         name="detect_vpn",
         title="VPN, proxy and hosting detection",
         description=(
-            "Whether an IP address belongs to a VPN, a proxy or Tor exit, a hosting or cloud provider, or a mobile "
-            "network. Returns isVpn (the anonymisation verdict), isProxy, isTor, isHosting, isMobile, confidence "
-            '(high, medium or low; it is about isVpn) and reasons, the signals that fired (e.g. "tor-exit", '
-            '"cloud:aws", "asn-hosting:AS16509"). A datacenter address without a VPN signal is isHosting true, '
-            "isVpn false. Use it to tell whether traffic comes from an anonymising service or a server rather "
+            "Whether an IP address belongs to a VPN, a proxy or Tor exit, iCloud Private Relay, a hosting or cloud "
+            "provider, or a mobile network. Returns isVpn (the anonymisation verdict), isProxy, isTor, isHosting, "
+            "isMobile, isRelay (an iCloud Private Relay egress: an Apple customer browsing privately, not a VPN, "
+            'proxy or datacenter), provider (the operator a signal names, e.g. "AWS us-east-1", "iCloud Private '
+            'Relay", or null), confidence (high, medium or low; it is about isVpn) and reasons, the signals that '
+            'fired (e.g. "tor-exit", "cloud:aws", "asn-hosting:AS16509", "relay:icloud"). A datacenter address '
+            "without a VPN signal is isHosting true, isVpn false. Use it to tell whether traffic comes from an "
+            "anonymising service or a server rather "
             'than a home or mobile user. Argument: ip, a public IPv4 or IPv6 address. Example: {"ip": '
             '"185.220.101.1"}.'
         ),
@@ -237,7 +246,7 @@ TOOLS: tuple[Tool, ...] = (
         name="profile_ip",
         title="Everything about an address",
         description=(
-            "Everything ipintel knows about one IP address in one call: geo (the lookup_ip record: location, "
+            "Everything ipintel knows about one IP address in one call. Returns geo (the lookup_ip record: location, "
             "AS, ISP), vpn (the detect_vpn verdict), whois (the whois_ip registry record), blacklist (the "
             "check_blacklist result; IPv4 only) and ptr (reverse DNS names). The parts are fetched at once; a "
             'part that fails is {"error": {"code", "message"}} in its place while the others are answered. '
@@ -253,7 +262,7 @@ TOOLS: tuple[Tool, ...] = (
         name="lookup_ips",
         title="Many addresses at once",
         description=(
-            "Profiles of up to 100 IP addresses in one call, in the order given: results is a list of "
+            "Profiles of up to 100 IP addresses in one call. Returns results, in the order given: a list of "
             '{"ip", "data"} (data as profile_ip answers it, with the included parts) or {"ip", "error"} for an '
             "address that is malformed or not public. Duplicates are looked up once. include defaults to geo "
             "and vpn, which are local and fast; whois, blacklist and ptr ask upstreams. Use it to enrich a list "
@@ -263,6 +272,24 @@ TOOLS: tuple[Tool, ...] = (
         output=("ip_batch",),
         quota=Quota.GENERAL,
         run=_lookup_ips,
+    ),
+    Tool(
+        name="lookup_asn",
+        title="Autonomous system lookup",
+        description=(
+            'Registration and networks of an autonomous system (AS). Returns asn (e.g. "AS13335", the form '
+            "lookup_ip gives), name (the AS record's name, e.g. CLOUDFLARENET), org (the registrant "
+            "organisation), country (often null at ARIN and RIPE NCC), registry (ARIN, RIPE NCC, APNIC, LACNIC "
+            "or AFRINIC), handle, events (registration, last changed) with ISO 8601 dates, abuse (the abuse "
+            "contact: email, phone, name; null when the registry names none) and prefixes (the IPv4 and IPv6 "
+            "networks the server's ASN database lists for the AS; null when it has no ASN database, which means "
+            "unknown, not none). Use it to learn who operates an AS, where to report abuse from it, or which "
+            'networks it announces; use lookup_ip to find the AS of an address. Argument: asn, "AS13335" or '
+            '"13335". Example: {"asn": "AS13335"} returns {"asn": "AS13335", "org": "Cloudflare, Inc.", ...}.'
+        ),
+        output=("asn",),
+        quota=Quota.REGISTRY,
+        run=_lookup_asn,
     ),
 )
 
@@ -407,7 +434,7 @@ class ToolSet:
     async def call(self, intel: Intel, tool: Tool, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
         """Check the arguments, spend the tool's rate-limit token, run the one Intel call."""
         arguments = self.check_arguments(tool, arguments)
-        context.spend(tool.quota)
+        await context.spend(tool.quota)
         return await tool.run(intel, arguments, context)
 
 
