@@ -46,7 +46,10 @@ schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is a dev
 from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.checks import negative_data_rejection, not_a_server_error, positive_data_acceptance  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("healthy_net")  # the fault runs switch faults on: off again after each
+
 EXAMPLES = int(os.environ.get("IPINTEL_FUZZ_EXAMPLES", "10"))
+CASES: Counter[str] = Counter()  # cases run, by operation, over the module
 RANDOM = os.environ.get("IPINTEL_FUZZ_RANDOM") == "1"
 
 # Operations that reach an upstream: the ones the fault runs drive.
@@ -57,6 +60,8 @@ UPSTREAM_OPERATIONS = {
     "GET /dns/{domain}",
     "GET /dns/{ip}/reverse",
     "GET /blacklist/{ip}",
+    "GET /ip/{ip}/profile",
+    "POST /ip/batch",
     "POST /mcp",
 }
 # Fault sets, each with one request that must show it: (faults, path, status).
@@ -73,7 +78,15 @@ DOMAINS = [DOMAIN, "www.example.com", "nx.example.com", "xn--bcher-kva.example",
 QUERIES = {
     "range": ["10.0.0.0/8", "192.168.1.77/24", "0.0.0.0/0", "::/0", "2001:db8::/48", "1.2.3.4/33"],
     "type": ["A", "aaaa", "MX", "TXT", "NS", "CNAME", "PTR"],
+    # the profile's parts: all five, one, a few in any order, and unknown or empty selections
+    "include": ["geo,vpn,whois,blacklist,ptr", "geo", "whois,ptr", "ptr,geo,blacklist", "vpn,vpn", "nope", ""],
 }
+PARTS = ["geo", "vpn", "whois", "blacklist", "ptr"]
+# Batch bodies of those addresses (duplicates, malformed and reserved ones included), with or without include.
+BATCH_BODIES = st.fixed_dictionaries(
+    {"ips": st.lists(st.sampled_from([*IPS, "::ffff:8.8.8.8", ""]), max_size=6)},
+    optional={"include": st.lists(st.sampled_from(PARTS), min_size=1, max_size=5)},
+)
 TOOL_ARGUMENTS = [
     ("lookup_ip", {"ip": st.sampled_from(IPS)}),
     ("lookup_ip", {}),
@@ -83,6 +96,10 @@ TOOL_ARGUMENTS = [
     ("lookup_dns", {"domain": st.sampled_from(DOMAINS), "type": st.sampled_from(QUERIES["type"])}),
     ("lookup_dns", {"ip": st.sampled_from(IPS)}),
     ("calculate_cidr", {"range": st.sampled_from(QUERIES["range"])}),
+    ("profile_ip", {"ip": st.sampled_from(IPS)}),
+    ("profile_ip", {"ip": st.sampled_from(IPS), "include": st.lists(st.sampled_from(PARTS), min_size=1, max_size=3)}),
+    ("lookup_ips", {"ips": st.lists(st.sampled_from(IPS), min_size=1, max_size=5)}),
+    ("lookup_ips", {"ips": st.lists(st.sampled_from(IPS), min_size=1, max_size=5), "include": st.just(PARTS)}),
 ]
 
 
@@ -122,6 +139,8 @@ def meaningful_cases(operation: Any) -> st.SearchStrategy[Any]:
         parts["query"] = st.fixed_dictionaries(query)
     if operation.label == "POST /mcp":
         parts["body"] = _mcp_bodies()
+    if operation.label == "POST /ip/batch":
+        parts["body"] = BATCH_BODIES
     if not parts:
         return operation.as_strategy()
     return st.fixed_dictionaries(parts).flatmap(lambda chosen: operation.as_strategy(**chosen))
@@ -208,6 +227,7 @@ def _checker(cases: st.SearchStrategy[Any], url: str, examples: int, skip: list[
             base_url=url, timeout=10, excluded_checks=skip, additional_checks=[no_internal_error]
         )
         statuses[response.status_code] += 1
+        CASES[case.operation.label] += 1
 
     return check
 
@@ -226,12 +246,6 @@ def start(net: FakeInternet, city_db: Path, asn_db: Path, data_dir: Path, **extr
 
 
 @pytest.fixture(scope="module")
-def net() -> Iterator[FakeInternet]:
-    with FakeInternet() as internet:
-        yield internet
-
-
-@pytest.fixture(scope="module")
 def fuzz_server(
     net: FakeInternet, city_db: Path, asn_db: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Popen]]:
@@ -245,19 +259,13 @@ def api_schema(fuzz_server: tuple[str, Popen]):  # type: ignore[no-untyped-def]
     return schemathesis.openapi.from_url(f"{url}/openapi.json")
 
 
-@pytest.fixture(autouse=True)
-def healthy_upstreams(net: FakeInternet) -> Iterator[None]:
-    net.restore()
-    yield
-    net.restore()
-
-
 def test_valid_requests_keep_the_contract(api_schema, fuzz_server: tuple[str, Popen]) -> None:  # type: ignore[no-untyped-def]
     url, proc = fuzz_server
     statuses = fuzz(api_schema, url)
     assert proc.poll() is None, "the server died"
     assert statuses.total() >= 12 * 2, statuses
     assert {200, 400} <= set(statuses), statuses
+    assert CASES["GET /ip/{ip}/profile"] >= 3 and CASES["POST /ip/batch"] >= 3, CASES
     print(f"valid: {statuses.total()} cases, statuses {dict(sorted(statuses.items()))}")
 
 

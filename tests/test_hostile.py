@@ -20,19 +20,18 @@ from tests.support.fake_internet import FakeInternet
 
 @pytest.fixture(scope="module")
 def hostile_server(
-    city_db: Path, tmp_path_factory: pytest.TempPathFactory
+    net: FakeInternet, city_db: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[httpx.Client, Popen, int]]:
-    with FakeInternet() as net:
-        env = {
-            **net.env,
-            "IPINTEL_GEOIP_CITY_DB": str(city_db),
-            "IPINTEL_DATA_DIR": str(tmp_path_factory.mktemp("hostile-data")),
-            "IPINTEL_RATE_LIMITS": "off",
-            "IPINTEL_FEEDS": "off",
-            "IPINTEL_LOG_LEVEL": "WARNING",
-        }
-        with server_process(env) as (client, proc):
-            yield client, proc, client.base_url.port  # type: ignore[misc]
+    env = {
+        **net.env,
+        "IPINTEL_GEOIP_CITY_DB": str(city_db),
+        "IPINTEL_DATA_DIR": str(tmp_path_factory.mktemp("hostile-data")),
+        "IPINTEL_RATE_LIMITS": "off",
+        "IPINTEL_FEEDS": "off",
+        "IPINTEL_LOG_LEVEL": "WARNING",
+    }
+    with server_process(env) as (client, proc):
+        yield client, proc, client.base_url.port  # type: ignore[misc]
 
 
 def rss_kib(proc: Popen) -> int:
@@ -109,6 +108,14 @@ def documented(hostile_server: tuple[httpx.Client, Popen, int]) -> dict[str, set
         ("/cidr", "/cidr?range=1.2.3.4/" + "9" * 5_000, {400}),
         ("/cidr", "/cidr?range=::/129", {400}),
         ("/cidr", "/cidr?" + "&".join(f"range=10.0.0.{i}/32" for i in range(2_000)), {200, 400}),
+        ("/ip/{ip}/profile", "/ip/8.8.8.8%2F24/profile", {404}),
+        ("/ip/{ip}/profile", "/ip/%2e%2e/profile", {400}),
+        ("/ip/{ip}/profile", "/ip/" + "a" * 10_000 + "/profile", {400}),
+        ("/ip/{ip}/profile", "/ip/%00/profile", {400}),
+        ("/ip/{ip}/profile", "/ip/%ED%A0%80/profile", {400}),
+        ("/ip/{ip}/profile", "/ip/8.8.8.8/profile?include=" + "geo," * 3_000 + "x", {400}),
+        ("/ip/{ip}/profile", "/ip/8.8.8.8/profile?include=%00", {400}),
+        ("/ip/{ip}/profile", "/ip/8.8.8.8/profile?" + "&".join(["include=nope"] * 2_000), {400}),
     ],
 )
 def test_hostile_paths_get_clear_documented_errors(
@@ -189,6 +196,53 @@ def test_hostile_mcp_bodies(hostile_server: tuple[httpx.Client, Popen, int]) -> 
     batch = client.post("/mcp", content=json.dumps([{**ping, "id": i} for i in range(5000)]), headers=headers)
     assert batch.status_code == 200 and batch.json()["error"]["code"] == -32600
     assert proc.poll() is None
+
+
+def _ips(*texts: bytes) -> bytes:
+    return b'{"ips": [' + b",".join(texts) + b"]}"
+
+
+# (body, the statuses it may get): every one must be an answer /openapi.json documents for POST /ip/batch.
+HOSTILE_BATCHES = {
+    "an array over the body limit": (b'{"ips": [' + b'"8.8.8.8",' * 200_000 + b'"1"]}', {413}),
+    "a hundred thousand addresses": (_ips(*[b'"1.2.3.4"'] * 100_000), {400}),
+    "1,001 addresses": (_ips(*[b'"8.8.8.8"'] * 1_001), {400}),
+    "deeply nested ips": (b'{"ips": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", {400}),
+    "nested just under the parser's limit": (b'{"ips": ' + b"[" * 500 + b"]" * 500 + b"}", {400}),
+    "deeply nested include": (b'{"ips": ["8.8.8.8"], "include": ' + b"[" * 5_000 + b"]" * 5_000 + b"}", {400}),
+    "nested objects": (b'{"ips": ["8.8.8.8"], "x": ' + b'{"a":' * 10_000 + b"1" + b"}" * 10_000 + b"}", {400}),
+    "10 kB strings as addresses": (_ips(*[b'"' + b"1" * 10_000 + b'"'] * 50), {200}),
+    "duplicate keys, the last a string": (b'{"ips": ["8.8.8.8"], "ips": "8.8.8.8"}', {400}),
+    "duplicate keys, the last a list": (b'{"ips": "8.8.8.8", "ips": ["8.8.8.8"]}', {200}),
+    "non-UTF-8 bytes": (b'{"ips": ["\xff\xfe8.8.8.8"]}', {400}),
+    "a lone surrogate": (b'{"ips": ["\\ud800"]}', {200, 400}),
+    "NUL and control characters": (_ips(b'"8.8.8.8\\u0000"', b'"\\r\\nSet-Cookie: x"'), {200}),
+    "a byte-order mark": (b'\xef\xbb\xbf{"ips": ["8.8.8.8"]}', {200, 400}),
+    "a huge number": (_ips(b"1e999999"), {400}),
+    "a thousand include entries": (b'{"ips": ["8.8.8.8"], "include": [' + b'"geo",' * 1_000 + b'"vpn"]}', {200}),
+    "a member name of 100 kB": (b'{"' + b"i" * 100_000 + b'": 1}', {400}),
+}
+
+
+@pytest.mark.parametrize("body", HOSTILE_BATCHES.values(), ids=HOSTILE_BATCHES.keys())
+def test_hostile_batch_bodies(hostile_server: tuple[httpx.Client, Popen, int], body: tuple[bytes, set[int]]) -> None:
+    """A clear, documented answer for every batch body a hostile client can send; no error message echoes
+    kilobytes of it (an entry's "ip" is the address as given: that one is echoed, by contract)."""
+    client, proc, _port = hostile_server
+    content, statuses = body
+    documented = {int(s) for s in client.get("/openapi.json").json()["paths"]["/ip/batch"]["post"]["responses"]}
+    response = client.post("/ip/batch", content=content, headers={"Content-Type": "application/json"})
+    # The client's hook has validated the answer against schemas/ip_batch.json or schemas/error.json.
+    assert response.status_code in statuses, (response.status_code, response.text[:300])
+    assert response.status_code in documented
+    answer = response.json()
+    if "error" in answer:
+        assert len(response.content) < 1024, "an error echoes at most a bounded part of the input"
+    else:
+        for entry in answer["data"]["results"]:
+            assert len(entry.get("error", {}).get("message", "")) < 300, entry["error"]["message"][:300]
+    assert proc.poll() is None
+    assert client.get("/healthz").status_code == 200
 
 
 def mcp_post(client: httpx.Client, body: bytes, **headers: str) -> httpx.Response:

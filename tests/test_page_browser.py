@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 import pytest
@@ -234,9 +234,11 @@ def test_page_shows_the_profile_of_a_public_address(page_server: httpx.Client, t
     assert float(marker.attrs["cy"]) == pytest.approx(90 - SEOUL[0])
     assert any(u.endswith("/page/world.svg") for u in page.requests)
 
-    # The page is a view of the profile route (of the five single routes until that route exists).
-    if has_profile_route(client):
-        assert any("/profile?include=" in u for u in page.requests), page.requests
+    # The page is a view of the profile route, and of nothing else: no single route is asked.
+    assert has_profile_route(client)
+    asked = [urlsplit(u).path for u in page.requests if urlsplit(u).path not in ("/", "/page/world.svg")]
+    assert any("/profile?include=" in u for u in page.requests), page.requests
+    assert asked and all(path.endswith("/profile") or path.startswith("/page/") for path in asked), page.requests
     assert_offline(page, dom)
 
     assert page.screenshot is not None and page.screenshot.read_bytes().startswith(b"\x89PNG")

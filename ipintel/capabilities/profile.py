@@ -83,7 +83,7 @@ def parse_include(requested: Iterable[object] | None, default: Sequence[str]) ->
 async def _part(part: Part, ip: str, batch: Batch) -> dict[str, Any]:
     try:
         if part.quota is not None:
-            batch.spend(part.quota)
+            await batch.spend(part.quota)
         return await part.fetch(ip, batch)
     except ApiError as failure:
         return failure.to_dict()
@@ -147,7 +147,11 @@ async def profiles(
             else:
                 work[ip] = asyncio.ensure_future(_fetch_profile(ip, parts, batch))
     if work:
-        await asyncio.wait(work.values())
+        try:
+            await asyncio.wait(work.values())
+        finally:  # cancelled (the client went away): the lookups under way stop with the request
+            for task in work.values():
+                task.cancel()
     done.update((ip, task.result()) for ip, task in work.items())
     return [
         {"ip": text, **key.to_dict()} if isinstance(key, ApiError) else {"ip": text, "data": done[key]}

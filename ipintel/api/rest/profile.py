@@ -60,7 +60,7 @@ def _batch_request(body: bytes) -> tuple[list[str], list[object] | None]:
     if not isinstance(ips, list) or not all(isinstance(ip, str) for ip in ips):
         raise ApiError("invalid_request", 'ips must be a list of addresses as strings, e.g. {"ips": ["8.8.8.8"]}')
     include = document.get("include")
-    if include is not None and not isinstance(include, list):
+    if "include" in document and not isinstance(include, list):  # null too: the schema takes a list or nothing
         raise ApiError("invalid_request", f"include must be a list of parts ({_PARTS})")
     return ips, include
 

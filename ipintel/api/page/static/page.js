@@ -123,36 +123,8 @@
   // {parts: {name: data | {error}}} or {error} when the address as a whole is refused (or the call failed).
   async function profile(ip, parts) {
     const reply = await getJson(`/ip/${encodeURIComponent(ip)}/profile?include=${parts.join(",")}`);
-    if (reply.status === 404 && reply.body && reply.body.error && reply.body.error.code === "not_found") {
-      return singleRoutes(ip, parts); // TEMPORARY: see singleRoutes
-    }
     if (reply.body && reply.body.data) return { parts: reply.body.data };
     return { error: errorOf(reply) };
-  }
-
-  // TEMPORARY, until GET /ip/{ip}/profile is served: the same parts from their five single routes (each part of a
-  // profile is exactly what its route answers). Used only when the profile route answers 404 not_found; remove it
-  // with the profile route in place.
-  const SINGLE = {
-    geo: (ip) => `/ip/${ip}`,
-    vpn: (ip) => `/ip/${ip}/vpn`,
-    whois: (ip) => `/whois/${ip}`,
-    blacklist: (ip) => `/blacklist/${ip}`,
-    ptr: (ip) => `/dns/${ip}/reverse`,
-  };
-
-  async function singleRoutes(ip, parts) {
-    const replies = await Promise.all(parts.map((part) => getJson(SINGLE[part](encodeURIComponent(ip)))));
-    const data = {};
-    parts.forEach((part, i) => {
-      const reply = replies[i];
-      data[part] = reply.body && reply.body.data ? reply.body.data : { error: errorOf(reply) };
-    });
-    // The profile refuses a malformed or non-global address as a whole; so does this.
-    for (const part of Object.values(data)) {
-      if (isError(part) && ["invalid_ip", "reserved_address"].includes(part.error.code)) return { error: part.error };
-    }
-    return { parts: data };
   }
 
   // ---- Rendering each part --------------------------------------------------------------------------------------
