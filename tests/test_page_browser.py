@@ -201,6 +201,7 @@ def test_page_shows_the_profile_of_a_public_address(page_server: httpx.Client, t
 
     vpn = facts(dom, "vpn")
     assert vpn["VPN or anonymiser"] == "No" and vpn["Hosting (datacenter or cloud)"] == "Yes"
+    assert vpn["Privacy relay"] == "No" and vpn["Operator"].startswith("AWS")  # the feed names the provider
     verdict = section(dom, "vpn").text
     assert "Anonymiser: No" in verdict and "Confidence medium" in verdict
     assert "cloud:aws" in texts(section_elements(dom, "vpn"), "code")

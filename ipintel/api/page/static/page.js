@@ -257,6 +257,7 @@
     if (vpn.isTor) verdict = "Yes: a Tor exit node";
     else if (vpn.isProxy) verdict = "Yes: a proxy";
     else if (vpn.isVpn) verdict = "Yes: a VPN";
+    else if (vpn.isRelay) verdict = "A privacy relay (iCloud Private Relay): it hides its user, but is not a VPN";
     const reasons = Array.isArray(vpn.reasons) ? vpn.reasons : [];
     fill(
       "vpn",
@@ -268,6 +269,8 @@
         ["Tor exit", yesNo(vpn.isTor)],
         ["Hosting (datacenter or cloud)", yesNo(vpn.isHosting)],
         ["Mobile network", yesNo(vpn.isMobile)],
+        ["Privacy relay", yesNo(vpn.isRelay)],
+        ["Operator", vpn.provider ? String(vpn.provider) : unknown("not named by any source")],
       ]),
       el("h3", {}, "Reasons"),
       reasons.length
