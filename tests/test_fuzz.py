@@ -62,6 +62,7 @@ UPSTREAM_OPERATIONS = {
     "GET /blacklist/{ip}",
     "GET /ip/{ip}/profile",
     "POST /ip/batch",
+    "GET /asn/{asn}",
     "POST /mcp",
 }
 # Fault sets, each with one request that must show it: (faults, path, status).
@@ -75,6 +76,8 @@ FAULT_SETS = [
 # are addresses): public, reserved and malformed ones, so every branch is driven.
 IPS = [ARIN_IP, RIPE_IP, LISTED_IP, VPN_SERVER_ADDRESS, "8.8.8.8", "2001:4860:4860::8888", "10.0.0.1", "::1", "8.8.8"]
 DOMAINS = [DOMAIN, "www.example.com", "nx.example.com", "xn--bcher-kva.example", "bücher.example", "-bad.com"]
+# AS numbers the fake registries hold (ARIN AS15169, RIPE AS3333), one nobody holds, and malformed ones.
+ASNS = ["AS15169", "15169", "as3333", "AS64512", "ASX", "4294967296", "AS-1"]
 QUERIES = {
     "range": ["10.0.0.0/8", "192.168.1.77/24", "0.0.0.0/0", "::/0", "2001:db8::/48", "1.2.3.4/33"],
     "type": ["A", "aaaa", "MX", "TXT", "NS", "CNAME", "PTR"],
@@ -100,6 +103,7 @@ TOOL_ARGUMENTS = [
     ("profile_ip", {"ip": st.sampled_from(IPS), "include": st.lists(st.sampled_from(PARTS), min_size=1, max_size=3)}),
     ("lookup_ips", {"ips": st.lists(st.sampled_from(IPS), min_size=1, max_size=5)}),
     ("lookup_ips", {"ips": st.lists(st.sampled_from(IPS), min_size=1, max_size=5), "include": st.just(PARTS)}),
+    ("lookup_asn", {"asn": st.sampled_from(ASNS)}),
 ]
 
 
@@ -131,7 +135,8 @@ def _mcp_bodies() -> st.SearchStrategy[Any]:
 def meaningful_cases(operation: Any) -> st.SearchStrategy[Any]:
     """Cases of ``operation`` whose parameters (or /mcp body) come from the values above."""
     parts: dict[str, st.SearchStrategy[Any]] = {}
-    path = {p.name: st.sampled_from(IPS if p.name == "ip" else DOMAINS) for p in operation.path_parameters}
+    values = {"ip": IPS, "asn": ASNS}
+    path = {p.name: st.sampled_from(values.get(p.name, DOMAINS)) for p in operation.path_parameters}
     query = {q.name: st.sampled_from(QUERIES[q.name]) for q in operation.query if q.name in QUERIES}
     if path:
         parts["path_parameters"] = st.fixed_dictionaries(path)

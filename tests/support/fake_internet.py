@@ -60,6 +60,8 @@ DOMAIN = "example.com"
 REGISTRIES = {"arin": ["3.0.0.0/8", "2600::/12"], "ripe": ["193.0.0.0/8", "2001:600::/23"]}
 ARIN_NETWORK = rdap_fixture("arin_3_0_0_0")  # 3.0.0.0 - 3.127.255.255, Amazon
 RIPE_NETWORK = rdap_fixture("ripe_193_0_0_0")  # 193.0.0.0 - 193.0.7.255, the RIPE NCC
+ARIN_AUTNUM = rdap_fixture("arin_autnum_15169")  # AS15169, Google
+RIPE_AUTNUM = rdap_fixture("ripe_autnum_3333")  # AS3333, the RIPE NCC
 
 
 class FakeInternet:
@@ -182,6 +184,8 @@ class FakeInternet:
             self.rdap.serve_registries(REGISTRIES)
             self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), Reply.json(ARIN_NETWORK))
             self.rdap.set(self.rdap.ip_path("ripe", RIPE_IP), Reply.json(RIPE_NETWORK))
+            self.rdap.set(self.rdap.autnum_path("arin", 15169), Reply.json(ARIN_AUTNUM))
+            self.rdap.set(self.rdap.autnum_path("ripe", 3333), Reply.json(RIPE_AUTNUM))
             self.reputation.respond(body=SFS_CLEAN)
             self.feeds.replies.clear()
             self.feeds.serve_world()
@@ -230,6 +234,8 @@ class FakeInternet:
             assert self.rdap is not None
             self.rdap.set(self.rdap.ip_path("arin", ARIN_IP), reply(ARIN_NETWORK))
             self.rdap.set(self.rdap.ip_path("ripe", RIPE_IP), reply(RIPE_NETWORK))
+            self.rdap.set(self.rdap.autnum_path("arin", 15169), reply(ARIN_AUTNUM))
+            self.rdap.set(self.rdap.autnum_path("ripe", 3333), reply(RIPE_AUTNUM))
             self.rdap.default = reply(None)
 
         self.call(apply)
