@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ipintel.__main__ import hypercorn_config
+from ipintel.__main__ import hypercorn_config, run
 
 # With BARE_API_HEADERS=1 the handler also sends the five headers ipintel puts on
 # every rate-limited answer (X-Request-Id and the RateLimit-* set, docs/API.md), so the
@@ -37,4 +36,5 @@ async def handler(request: Request) -> JSONResponse:
 app = Starlette(routes=[Route("/ip/{ip}", handler), Route("/cidr", handler)])
 
 if __name__ == "__main__":
-    asyncio.run(serve(app, hypercorn_config("127.0.0.1", int(os.environ["IPINTEL_PORT"]))))  # type: ignore[arg-type]
+    config = hypercorn_config("127.0.0.1", int(os.environ["IPINTEL_PORT"]))
+    run(serve(app, config), config)  # type: ignore[arg-type]  # on ipintel's event loop (worker_class) too

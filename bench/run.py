@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-ORDER = ["throughput", "cached", "latency", "blacklist", "batch", "vpn", "mcp", "startup"]
+ORDER = ["throughput", "cached", "redis", "workers", "latency", "blacklist", "batch", "vpn", "mcp", "startup"]
 
 
 def machine() -> str:

@@ -17,7 +17,6 @@ Run: ``IPINTEL_PORT=8123 python bench/sdk_mcp_app.py`` (needs the ``bench`` extr
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import sys
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hypercorn.asyncio import serve
 from mcp.server.mcpserver import MCPServer
 
-from ipintel.__main__ import hypercorn_config
+from ipintel.__main__ import hypercorn_config, run
 from ipintel.capabilities import cidr
 
 
@@ -63,4 +62,5 @@ assert server.session_manager.stateless and server.session_manager.json_response
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(serve(app, hypercorn_config("127.0.0.1", int(os.environ["IPINTEL_PORT"]))))  # type: ignore[arg-type]
+    config = hypercorn_config("127.0.0.1", int(os.environ["IPINTEL_PORT"]))
+    run(serve(app, config), config)  # type: ignore[arg-type]  # on ipintel's event loop (worker_class) too

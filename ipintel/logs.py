@@ -12,6 +12,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ipintel.infra.memo import BoundedMemo
@@ -150,10 +151,31 @@ class AccessLog:
             pending, self._pending = self._pending, []
             stream = self.stream or sys.stderr
             try:
-                stream.write("\n".join(map(self._format, pending)) + "\n")
-                stream.flush()
+                for chunk in _whole_lines(map(self._format, pending)):
+                    stream.write(chunk)
+                    stream.flush()
             except (OSError, ValueError):  # a closed stream at exit: nothing left to tell
                 pass
+
+
+# A write to a pipe is atomic up to PIPE_BUF (4,096 bytes on Linux): with several workers writing to one
+# pipe, a larger write can interleave with another's and cut lines in two. Chunks stay under it (with room
+# for characters that take more than one byte).
+_ATOMIC_WRITE_CHARS = 3000
+
+
+def _whole_lines(lines: Iterable[str]) -> Iterator[str]:
+    """``lines`` joined into chunks of whole lines, each under :data:`_ATOMIC_WRITE_CHARS` when it can be."""
+    chunk: list[str] = []
+    size = 0
+    for line in lines:
+        if chunk and size + len(line) + 1 > _ATOMIC_WRITE_CHARS:
+            yield "".join(chunk)
+            chunk, size = [], 0
+        chunk.append(line + "\n")
+        size += len(line) + 1
+    if chunk:
+        yield "".join(chunk)
 
 
 access_log = AccessLog()

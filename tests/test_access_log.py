@@ -99,3 +99,14 @@ async def test_the_buffer_is_bounded_a_full_one_is_written_at_once() -> None:
     log.write_request("abc", "GET", "/cidr", 200, 0.001, "192.0.2.1")
     log.flush()
     assert len(stream.getvalue().splitlines()) == 101
+
+
+def test_a_large_batch_is_written_in_whole_lines_each_write_small_enough_to_be_atomic() -> None:
+    """Several workers share one pipe: a write over PIPE_BUF could interleave with another's."""
+    from ipintel.logs import _whole_lines
+
+    lines = [f"line {i} " + "x" * (i % 300) for i in range(500)]
+    chunks = list(_whole_lines(lines))
+    assert len(chunks) > 1
+    assert all(chunk.endswith("\n") and len(chunk.encode()) <= 4096 for chunk in chunks)
+    assert "".join(chunks) == "".join(line + "\n" for line in lines)
