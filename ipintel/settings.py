@@ -34,6 +34,8 @@ DEFAULT_RATE_LIMITS: dict[Quota, int] = {Quota.GENERAL: 60, Quota.DNS: 30, Quota
 
 LOG_FORMATS = ("auto", "json", "text")
 
+MAX_WORKERS = 64  # IPINTEL_WORKERS: 1..64
+
 
 class ConfigError(ValueError):
     """A setting that cannot be used; the message names the variable."""
@@ -75,6 +77,12 @@ class Settings:
     rate_limit_max_clients: int = 100_000
     # Seconds between checks of the .mmdb files' mtime and size; a replaced file is reloaded (docs/API.md#operations).
     db_check_interval: float = 5.0
+    # Serving processes on the one port (ipintel/supervisor.py); 1 is a single process with no supervisor.
+    workers: int = 1
+    # Shared state on Redis/Valkey (rate limits, upstream caches); None: every process keeps its own.
+    redis_url: str | None = None
+    # Seconds one Redis operation may take before the request goes on with in-process state (ipintel/infra/shared.py).
+    redis_timeout: float = 0.05
 
     @property
     def city_db_path(self) -> Path:
@@ -157,7 +165,39 @@ class Settings:
             values["rate_limit_max_clients"] = _int("IPINTEL_RATE_LIMIT_MAX_CLIENTS", v, 1, 10_000_000)
         if (v := get("DB_CHECK_INTERVAL")) is not None:
             values["db_check_interval"] = _float("IPINTEL_DB_CHECK_INTERVAL", v)
-        return cls(**values)  # type: ignore[arg-type]
+        if (v := get("WORKERS")) is not None:
+            values["workers"] = _int("IPINTEL_WORKERS", v, 1, MAX_WORKERS)
+        if (v := get("REDIS_URL")) is not None:
+            values["redis_url"] = parse_redis_url(v)
+        if (v := get("REDIS_TIMEOUT")) is not None:
+            values["redis_timeout"] = _float("IPINTEL_REDIS_TIMEOUT", v)
+        settings = cls(**values)  # type: ignore[arg-type]
+        check_workers(settings)
+        return settings
+
+
+def check_workers(settings: Settings) -> None:
+    """Several workers with rate limits need a shared store for the buckets: refused otherwise."""
+    n = settings.workers
+    if n > 1 and settings.rate_limits is not None and settings.redis_url is None:
+        raise ConfigError(
+            f"IPINTEL_WORKERS={n} with rate limits on needs IPINTEL_REDIS_URL: without a shared store each worker "
+            f"keeps its own rate-limit buckets, so a client spread over the workers would get up to {n} times its "
+            "limit. Either set IPINTEL_REDIS_URL (Redis or Valkey) to share the buckets, or set "
+            "IPINTEL_RATE_LIMITS=off (e.g. when a gateway in front limits the clients)"
+        )
+
+
+def parse_redis_url(text: str) -> str:
+    """A Redis or Valkey URL: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://`` (TLS) or
+    ``unix:///path/to/socket``."""
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme.lower() not in ("redis", "rediss", "unix") or not rest.strip("/"):
+        raise ConfigError(
+            f"IPINTEL_REDIS_URL: {text.split('@')[-1]!r} is not a redis://host:port/db, rediss:// (TLS) or "
+            "unix:///socket URL"
+        )
+    return text
 
 
 def parse_servers(text: str) -> tuple[tuple[str, int], ...]:
