@@ -161,7 +161,16 @@ class StateCollector(Collector):
         self.watcher = watcher
 
     def collect(self) -> Iterable[Metric]:
-        parts = (self._info, self._upstreams, self._caches, self._limiter, self._feeds, self._dnsbls, self._databases)
+        parts = (
+            self._info,
+            self._upstreams,
+            self._caches,
+            self._limiter,
+            self._shared,
+            self._feeds,
+            self._dnsbls,
+            self._databases,
+        )
         for part in parts:
             try:
                 yield from part()
@@ -204,6 +213,38 @@ class StateCollector(Collector):
         # The label is "scope", the quotas' public name (docs/API.md#rate-limits).
         by_quota = ((quota, values) for quota, values in sorted(stats.items()) if isinstance(values, Mapping))
         yield from _stat_families("scope", by_quota, _QUOTA_STATS)
+
+    def _shared(self) -> Iterator[Metric]:
+        """Redis (``IPINTEL_REDIS_URL``): no series when it is not configured."""
+        stats = _stats_of(getattr(self.intel, "shared", None))
+        if not stats:
+            return
+        up = GaugeMetricFamily(
+            "ipintel_redis_up",
+            "1 while Redis answers (shared caches and rate limits in use), 0 while the service falls back to "
+            "in-process state.",
+        )
+        up.add_metric([], stats.get("up", 0))
+        operations = CounterMetricFamily(
+            "ipintel_redis_operations", "Operations sent to Redis, by operation.", labels=["operation"]
+        )
+        for operation, count in sorted(stats.get("operations", {}).items()):
+            operations.add_metric([operation], count)
+        failures = CounterMetricFamily(
+            "ipintel_redis_failures",
+            "Redis operations that failed or timed out (each fell back to in-process state), by operation and reason.",
+            labels=["operation", "reason"],
+        )
+        for (operation, reason), count in sorted(stats.get("failures", {}).items()):
+            failures.add_metric([operation, reason], count)
+        bypassed = CounterMetricFamily(
+            "ipintel_redis_bypassed",
+            "Operations not sent to Redis during its back-off after a failure, by operation.",
+            labels=["operation"],
+        )
+        for operation, count in sorted(stats.get("bypassed", {}).items()):
+            bypassed.add_metric([operation], count)
+        yield from (up, operations, failures, bypassed)
 
     def _feeds(self) -> Iterator[Metric]:
         feed_health = getattr(self.intel, "feed_health", None)
@@ -286,6 +327,12 @@ _CACHE_STATS: tuple[_Stat, ...] = (
         "Lookups that joined a load already under way (single flight).",
     ),
     ("evictions", CounterMetricFamily, "ipintel_cache_evictions", "Entries pushed out to make room."),
+    (
+        "shared_hits",
+        CounterMetricFamily,
+        "ipintel_cache_shared_hits",
+        "Local misses answered from the shared cache in Redis (IPINTEL_REDIS_URL) instead of the upstream.",
+    ),
     ("entries", GaugeMetricFamily, "ipintel_cache_entries", "Entries held now."),
     ("max_entries", GaugeMetricFamily, "ipintel_cache_max_entries", "Entries the cache may hold."),
 )
@@ -308,7 +355,7 @@ _QUOTA_STATS: tuple[_Stat, ...] = (
         "limit",
         GaugeMetricFamily,
         "ipintel_rate_limit_per_minute",
-        "Requests per minute one client may make, per pod.",
+        "Requests per minute one client may make (per pod, or in all with IPINTEL_REDIS_URL).",
     ),
 )
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ipintel import addresses
 from ipintel.capabilities import blacklist, cidr, dns, geoip, profile, reputation, vpn, whois
-from ipintel.capabilities.asn import AsnSource, MmdbAsnSource
+from ipintel.capabilities.asn import AsnPrefixes, AsnSource, MmdbAsnSource
 from ipintel.capabilities.cymru import CymruAsnSource
 from ipintel.errors import ApiError
 from ipintel.infra import cache
@@ -26,6 +26,7 @@ from ipintel.infra.mmdb import GeoDatabases
 from ipintel.infra.rdap_bootstrap import RdapBootstrap
 from ipintel.infra.registry_gate import RegistryGate
 from ipintel.infra.resolver import Resolver
+from ipintel.infra.shared import SharedStore
 from ipintel.infra.stats import UpstreamStats
 from ipintel.infra.upstream import HttpClient
 from ipintel.settings import Settings
@@ -48,6 +49,7 @@ class Intel:
         resolver: Resolver | None = None,
         rdap_bootstrap: RdapBootstrap | None = None,
         feeds: FeedManager | None = None,
+        shared: SharedStore | None = None,
     ) -> None:
         self.settings = settings
         self.databases = databases
@@ -85,13 +87,17 @@ class Intel:
             max_timeout=settings.upstream_timeout,
         )
         # One cache per endpoint family (docs/API.md#caching), shared by REST and MCP; /metrics reads them.
-        self.caches = caches if caches is not None else cache.new_caches(settings.cache_max_entries)
+        self.caches = caches if caches is not None else cache.new_caches(settings.cache_max_entries, shared=shared)
+        # Redis or Valkey behind the upstream caches and the rate-limit buckets (IPINTEL_REDIS_URL); None: all in process.
+        self.shared = shared
         # The parts of a profile (docs/API.md#profile-and-batch): each the method of its own route, the quota
         # one lookup spends per address when it asks an upstream (None: local), and, for RDAP, the batch's
         # gate on the registries.
         self._parts: dict[str, profile.Part] = {
-            "geo": profile.Part("geo", None, lambda ip, batch: self.lookup_ip(ip)),
-            "vpn": profile.Part("vpn", None, lambda ip, batch: self.detect_vpn(ip)),
+            "geo": profile.Part("geo", None, lambda ip, batch: self.lookup_ip(ip), lambda ip: self._peek_geo("ip", ip)),
+            "vpn": profile.Part(
+                "vpn", None, lambda ip, batch: self.detect_vpn(ip), lambda ip: self._peek_geo("vpn", ip)
+            ),
             "whois": profile.Part(
                 "whois", Quota.REGISTRY, lambda ip, batch: self.whois_ip(ip, registries=batch.registries)
             ),
@@ -108,13 +114,19 @@ class Intel:
             asn=settings.geoip_asn_db,
             anonymous=settings.geoip_anonymous_db,
             connection=settings.geoip_connection_db,
+            # The AS -> networks index of /asn/{asn} (docs/API.md#as-record), built at each (re)load.
+            asn_indexer=AsnPrefixes.build,
         )
         # One statistics object for every upstream client (HTTP and DNS): /metrics reads it.
         stats = UpstreamStats()
         resolver = Resolver(settings.dns_servers, settings.dns_timeout, stats=stats)
+        # Shared state (docs/API.md#caching): the upstream caches and the buckets in Redis, when configured.
+        shared = SharedStore(settings.redis_url, timeout=settings.redis_timeout) if settings.redis_url else None
         # An ASN .mmdb when configured, otherwise Team Cymru's DNS interface (docs/API.md#geoip).
         asn_source: AsnSource = (
-            MmdbAsnSource(databases.asn) if databases.asn else CymruAsnSource(resolver, settings.cymru_zone)
+            MmdbAsnSource(databases.asn)
+            if databases.asn
+            else CymruAsnSource(resolver, settings.cymru_zone, shared=shared)
         )
         return cls(
             settings,
@@ -122,8 +134,9 @@ class Intel:
             http=HttpClient(timeout=settings.upstream_timeout, stats=stats),
             asn_source=asn_source,
             timezones=geoip.TimeZones(),
-            caches=cache.new_caches(settings.cache_max_entries, clock=clock),
+            caches=cache.new_caches(settings.cache_max_entries, clock=clock, shared=shared),
             resolver=resolver,
+            shared=shared,
         )
 
     # Lifecycle ---------------------------------------------------------------
@@ -131,6 +144,8 @@ class Intel:
     async def start(self) -> None:
         self.databases.load()
         await self.http.start()
+        if self.shared is not None:
+            await self.shared.start()  # never fails: a Redis that is down is reported, and used once it answers
         await self.resolver.start()
         self.feeds.start(refresh=self.settings.feeds_enabled)  # background: the service answers at once
         self.dnsbl_tests.start()  # background: never delays start-up nor a request
@@ -140,6 +155,8 @@ class Intel:
         await self.dnsbl_tests.close()
         await self.resolver.close()
         await self.http.close()
+        if self.shared is not None:
+            await self.shared.close()
         self.databases.close()
 
     @property
@@ -160,6 +177,9 @@ class Intel:
         # still an answer, with lower confidence.
         for name, health in self.feed_health().items():
             checks[f"feed_{name}"] = health
+        # Redis neither: while it is degraded the service answers from in-process state (docs/API.md#caching).
+        if self.shared is not None:
+            checks["redis"] = self.shared.health()
         return checks
 
     def feed_health(self) -> dict[str, dict[str, Any]]:
@@ -215,6 +235,11 @@ class Intel:
             self.caches["geoip"].clear()
         return (namespace, address.version, int(address), generation)
 
+    def _peek_geo(self, namespace: str, ip: str) -> Callable[[], dict[str, Any]] | None:
+        """What ``lookup_ip`` (``ip``) or ``detect_vpn`` (``vpn``) would answer from the cache for a
+        canonical public address, without awaiting (:meth:`cache.Cache.peek`); ``None`` when not cached."""
+        return self.caches["geoip"].peek(self._geo_key(namespace, addresses.parse_public_ip(ip)))
+
     async def whois_ip(self, ip: str, *, registries: RegistryGate | None = None) -> dict[str, Any]:
         """Registry record (docs/API.md#registry-rdap) of a public address, from its registry's RDAP service.
 
@@ -226,6 +251,26 @@ class Intel:
             ttl=cache.WHOIS_TTL,  # 7 days; an RDAP 404 5 minutes
             error_ttl=cache.negative_error_ttl,
         )
+
+    async def lookup_asn(self, asn: str) -> dict[str, Any]:
+        """AS record (docs/API.md#as-record) of an AS number given as text (``AS13335`` or ``13335``).
+
+        The registry part is cached like /whois (7 days; an RDAP 404 5 minutes). ``prefixes`` are read
+        from the ASN database's index on every call, so a reload shows at once and is never cached."""
+        number = addresses.parse_asn(asn)
+        record = await self.caches["whois"].get_or_load(
+            ("asn", number),
+            lambda: whois.lookup_autnum(number, http=self.http, bootstrap=self.rdap_bootstrap),
+            ttl=cache.WHOIS_TTL,
+            error_ttl=cache.negative_error_ttl,
+        )
+        return {**record, "prefixes": self.asn_prefixes(number)}
+
+    def asn_prefixes(self, number: int) -> list[str] | None:
+        """The networks the ASN database lists for AS ``number``; ``None`` without an indexed ASN database
+        (none configured, not loaded, or too large to index): unknown, never "none"."""
+        index = self.databases.asn.index if self.databases.asn is not None else None
+        return index.prefixes(number) if isinstance(index, AsnPrefixes) else None
 
     async def lookup_dns(self, domain: str, type: str | None = "A") -> dict[str, Any]:
         """DNS records (docs/API.md#dns) of a domain given as text; ``type`` in any case, default A."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`make soak`: mixed traffic over every route and MCP tool for a fixed time,
+"""`make soak`: mixed traffic over every route and MCP tool (profiles and batches too) for a fixed time,
 against the real server pointed at the local fake internet, while the fake
 upstreams fail in turn (DNS slow, silent and garbled; registries 503, slow,
 dropping connections and garbled; the reputation API down, slow and garbled;
@@ -12,6 +12,13 @@ the feeds down and garbled; everything at once).
    what grows afterwards is a leak, not a cache filling up.
 3. The measured run, ``SOAK_SECONDS``: ``SOAK_CONCURRENCY`` clients send a random
    mix while the faults take turns, each phase starting from a restored internet.
+
+The server keeps its shared state (rate-limit buckets, upstream caches) in a
+real ``redis-server`` started for the run on 127.0.0.1 (``IPINTEL_REDIS_URL``),
+and one phase kills it and starts it again half-way: no request may fail for
+it, and by the end of the run the server must be using Redis again
+(``ipintel_redis_up`` 1). Without ``redis-server`` (``apt-get install
+redis-server``) the run says so and soaks the in-process state only.
 
 It reports requests, answers by kind, p50/p99 latency, the server's RSS (and
 its anonymous part: the memory-mapped GeoIP database's pages count in VmRSS
@@ -28,6 +35,7 @@ time and in concurrency.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -49,6 +57,7 @@ from tests.support.app import server_process  # noqa: E402
 from tests.support.fake_internet import ARIN_IP, LISTED_IP, RIPE_IP, FakeInternet  # noqa: E402
 from tests.support.feeds import TOR_EXIT, VPN_SERVER_ADDRESS  # noqa: E402
 from tests.support.mmdb import write_city_db  # noqa: E402
+from tests.support.redis import RedisServer, redis_server_path  # noqa: E402
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", "120"))
 WARMUP_SECONDS = float(os.environ.get("SOAK_WARMUP_SECONDS", "60"))
@@ -100,6 +109,18 @@ def random_v4() -> str:
     return f"{random.randint(1, 223)}.{random.randint(0, 255)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
 
 
+def batch(ips: list[str], include: list[str] | None = None) -> Request:
+    body: dict[str, object] = {"ips": ips} if include is None else {"ips": ips, "include": include}
+    return ("POST", "/ip/batch", json.dumps(body).encode())
+
+
+PARTS = ["geo", "vpn", "whois", "blacklist", "ptr"]
+
+
+def some_parts() -> list[str]:
+    return random.sample(PARTS, random.randint(1, len(PARTS)))
+
+
 def next_request() -> Request:
     """One request of the mix: every route and tool, valid and invalid input, cached and not."""
     ip = random.choice(PUBLIC)
@@ -121,6 +142,15 @@ def next_request() -> Request:
         ("GET", f"/whois/{random.choice([ARIN_IP, RIPE_IP])}", None),
         ("GET", f"/whois/3.{random.randint(0, 127)}.{random.randint(0, 255)}.1", None),
         ("GET", f"/blacklist/{v4}", None),
+        ("GET", f"/ip/{ip}/profile", None),
+        ("GET", f"/ip/{random.choice([ARIN_IP, RIPE_IP, LISTED_IP])}/profile?include={','.join(some_parts())}", None),
+        ("GET", f"/ip/{random_v4()}/profile?include=geo,vpn", None),
+        ("GET", "/ip/10.1.2.3/profile", None),
+        ("GET", f"/ip/{ip}/profile?include=nope", None),
+        # a batch of known, random, duplicate, malformed and reserved addresses, with every part
+        batch([*random.sample(PUBLIC, 4), f"::ffff:{v4}", v4, "not-an-ip", "192.168.1.1", random_v4()], some_parts()),
+        batch([random_v4() for _ in range(random.randint(1, 100))]),  # geo and vpn: local, no token per address
+        ("POST", "/ip/batch", b'{"ips": "8.8.8.8"}'),  # 400 invalid_request
         ("GET", f"/ip/not-an-ip-{random.randint(0, 99)}", None),
         ("GET", "/ip/10.1.2.3", None),
         ("GET", "/dns/-bad-.com", None),
@@ -138,6 +168,8 @@ def next_request() -> Request:
         mcp_call("check_blacklist", {"ip": v4}),
         mcp_call("detect_vpn", {"ip": ip}),
         mcp_call("lookup_ip", {"ip": "not an address"}),
+        mcp_call("profile_ip", {"ip": ip, "include": some_parts()}),
+        mcp_call("lookup_ips", {"ips": [*random.sample(PUBLIC, 3), "10.0.0.1", "bad"], "include": some_parts()}),
     ]
     return random.choice(choices)
 
@@ -172,6 +204,8 @@ PHASES: list[tuple[str, Callable[[FakeInternet], None]]] = [
     ("reputation API garbage, feeds down", lambda net: net.apply("reputation_garbage", "feeds_down")),
     ("everything down at once", lambda net: net.apply("dns_down", "rdap_down", "reputation_slow", "feeds_down")),
 ]
+# The phase in which Redis is killed, then started again (empty, same port) half-way (see faults()).
+REDIS_PHASE = "Redis killed, restarted half-way"
 
 
 class Tally:
@@ -198,6 +232,8 @@ class Tally:
                     problem = "tool internal_error" if error["code"] == "internal_error" else problem
                 else:
                     kind = "200 mcp ok"
+        elif status == 200 and path.startswith("/ip/") and b'"internal_error"' in payload:  # a profile's part
+            problem = "internal_error in an answer"
         elif status >= 400 and path != "/mcp":
             code = json.loads(payload)["error"]["code"]
             kind = f"{status} {code}"
@@ -215,10 +251,11 @@ class Tally:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
 
 
+REDIS_UP = re.compile(r"^ipintel_redis_up ([\d.]+)$", re.M)
 FEED_STATUS = re.compile(r'^ipintel_feed_status\{feed="(\w+)",status="(\w+)"\} 1(\.0)?$', re.M)
 
 
-async def soak(base: str, pid: int, net: FakeInternet) -> int:
+async def soak(base: str, pid: int, net: FakeInternet, redis: RedisServer | None = None) -> int:
     timeout = aiohttp.ClientTimeout(total=CLIENT_TIMEOUT)
     json_headers = {"Content-Type": "application/json"}
     tally = Tally()
@@ -263,15 +300,23 @@ async def soak(base: str, pid: int, net: FakeInternet) -> int:
         memory_start = memory_mib(pid)
         print(f"  RSS after warm-up: {memory_start['VmRSS']:.1f} MiB (anonymous {memory_start['RssAnon']:.1f})")
 
+        phases = [*PHASES, *([(REDIS_PHASE, lambda net: None)] if redis is not None else [])]
+
         async def faults() -> None:
-            phase = max(SECONDS / len(PHASES), 1.0)
-            for name, apply in PHASES:
+            phase = max(SECONDS / len(phases), 1.0)
+            for name, apply in phases:
                 if time.monotonic() >= deadline:
                     return
                 elapsed = SECONDS - (deadline - time.monotonic())
                 print(f"  [{elapsed:6.1f} s] {name}", flush=True)
                 await asyncio.to_thread(net.restore)
                 await asyncio.to_thread(apply, net)
+                if name == REDIS_PHASE and redis is not None:
+                    await asyncio.to_thread(redis.kill)
+                    await asyncio.sleep(min(phase / 2, max(0.0, deadline - time.monotonic())))
+                    await asyncio.to_thread(redis.start)
+                    await asyncio.sleep(min(phase / 2, max(0.0, deadline - time.monotonic())))
+                    continue
                 await asyncio.sleep(min(phase, max(0.0, deadline - time.monotonic())))
             await asyncio.to_thread(net.restore)
 
@@ -280,10 +325,21 @@ async def soak(base: str, pid: int, net: FakeInternet) -> int:
         await asyncio.gather(faults(), *(worker(tally, mix()) for _ in range(CONCURRENCY)))
         elapsed = time.monotonic() - started
         await asyncio.to_thread(net.restore)
+        if redis is not None and not redis.answers():
+            await asyncio.to_thread(redis.start)  # the run ended inside the Redis phase's first half
         await asyncio.sleep(1.0)
         memory_end = memory_mib(pid)
         async with http.get("/metrics") as response:
-            feeds = Counter(status for _feed, status, _ in FEED_STATUS.findall(await response.text()))
+            metrics = await response.text()
+            feeds = Counter(status for _feed, status, _ in FEED_STATUS.findall(metrics))
+        redis_up = None
+        if redis is not None:  # back within 10 s of its return: the recovery pings every 2 s
+            for _ in range(50):
+                async with http.get("/metrics") as response:
+                    redis_up = REDIS_UP.search(await response.text())
+                if redis_up and float(redis_up.group(1)) == 1:
+                    break
+                await asyncio.sleep(0.2)
 
     total = tally.kinds.total()
     print(f"\nrequests: {total} in {elapsed:.0f} s ({total / elapsed:.0f}/s), {CONCURRENCY} concurrent")
@@ -302,6 +358,12 @@ async def soak(base: str, pid: int, net: FakeInternet) -> int:
     )
     print(f"feeds at the end: {dict(feeds)}")
     failed = False
+    if redis is not None:
+        up = redis_up is not None and float(redis_up.group(1)) == 1
+        print(f"Redis at the end: {'in use again' if up else 'NOT IN USE'}")
+        if not up:
+            failed = True
+            print("\nFAILED: the server did not use Redis again after it came back")
     if tally.failures:
         failed = True
         print(f"\nFAILED: {len(tally.failures)} requests got a 500, a 503, an internal error or no answer, e.g.:")
@@ -328,8 +390,16 @@ def main() -> int:
             }
             print(f"soak: {SECONDS:g} s against the real server ({city.name}) and the local fake internet")
             net.feeds_down()  # the first fetch fails: the server starts without its feeds
-            with server_process(env) as (client, proc):
-                return asyncio.run(soak(str(client.base_url).rstrip("/"), proc.pid, net))
+            with contextlib.ExitStack() as stack:
+                redis = None
+                if redis_server_path() is not None:
+                    redis = stack.enter_context(RedisServer())
+                    env["IPINTEL_REDIS_URL"] = redis.url
+                    print(f"shared state in {redis.url} (redis-server), killed and restarted in one phase")
+                else:
+                    print("redis-server not installed: no Redis phase (apt-get install redis-server)")
+                client, proc = stack.enter_context(server_process(env))
+                return asyncio.run(soak(str(client.base_url).rstrip("/"), proc.pid, net, redis))
 
 
 if __name__ == "__main__":

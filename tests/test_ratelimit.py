@@ -273,6 +273,7 @@ def _extra_limited_paths() -> list[tuple[str, str]]:
         "/dns/{domain}": "/dns/example.com",
         "/dns/{ip}/reverse": "/dns/8.8.8.8/reverse",
         "/whois/{ip}": "/whois/8.8.8.8",
+        "/asn/{asn}": "/asn/AS15169",
         "/blacklist/{ip}": "/blacklist/8.8.8.8",
         "/ip/{ip}/vpn": "/ip/8.8.8.8/vpn",
     }

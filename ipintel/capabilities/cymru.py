@@ -17,6 +17,12 @@ source: origins per announced prefix (every address of 8.8.8.0/24 is then
 answered without a query), names per ASN, and "not announced" per address.
 Failures are not cached, and never raised: an ASN is a garnish on the GeoIP
 record, whose fields then stay null.
+
+With a shared store (``IPINTEL_REDIS_URL``, :mod:`ipintel.infra.shared`) the three caches have Redis behind
+them: a local miss asks Redis once (one MGET: the address's covering prefixes of every length an
+announcement can have, /8-/32 and /16-/64, its "not announced" mark, or the AS's name) before Team Cymru,
+and what Team Cymru answers is stored in both, with its expiry, so another process asks Team Cymru
+nothing for the same prefix or AS.
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from cachetools import TTLCache
+import orjson
+from cachetools import TLRUCache
 
 from ipintel.addresses import IPAddress
 from ipintel.capabilities.asn import AsnInfo
 from ipintel.infra.resolver import NxDomain, Resolver, ResolverError
+from ipintel.infra.shared import PREFIX, SharedStore, SharedUnavailable
 
 log = logging.getLogger("ipintel.cymru")
 
@@ -43,6 +52,23 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 _COUNTRY_SUFFIX = re.compile(r",\s*[A-Z]{2}\Z")
 # "GOOGLE - Google LLC": the handle, then the organisation.
 _HANDLE_SEPARATOR = re.compile(r"\s+-(?:\s+|\Z)")
+
+# The prefix lengths asked of the shared store for an address: those a global announcement can have
+# (longer ones are filtered in BGP). A longer one is still cached, in process.
+_SHARED_LENGTHS = {4: range(32, 7, -1), 6: range(64, 15, -1)}
+_SHARED = f"{PREFIX}cymru:"
+
+
+def _expiry(key: Any, entry: tuple[Any, float], now: float) -> float:
+    return entry[1]
+
+
+class _Expiring(TLRUCache[Any, tuple[Any, float]]):
+    """A bounded cache of ``(value, monotonic expiry)``: an entry read from the shared store keeps the
+    lifetime it has left there."""
+
+    def __init__(self, maxsize: int, timer: Callable[[], float]) -> None:
+        super().__init__(maxsize, _expiry, timer=timer)
 
 
 @dataclass(frozen=True)
@@ -116,13 +142,17 @@ class CymruAsnSource:
         max_entries: int = 10_000,
         timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        shared: SharedStore | None = None,
     ) -> None:
         self.resolver = resolver
         self.zone = zone.lower().rstrip(".")
         self.timeout = timeout
-        self._origins: TTLCache[IPNetwork, int] = TTLCache(max_entries, ttl, timer=clock)
-        self._unannounced: TTLCache[IPAddress, bool] = TTLCache(max_entries, ttl, timer=clock)
-        self._names: TTLCache[int, str | None] = TTLCache(max_entries, ttl, timer=clock)
+        self.ttl = ttl
+        self.clock = clock
+        self.shared = shared
+        self._origins = _Expiring(max_entries, clock)  # prefix -> (ASN, expiry)
+        self._unannounced = _Expiring(max_entries, clock)  # address -> (True, expiry)
+        self._names = _Expiring(max_entries, clock)  # ASN -> (name or None, expiry)
         # Prefix lengths held in _origins (at most 129 values), so a lookup
         # probes only the lengths that can match.
         self._lengths: set[tuple[int, int]] = set()
@@ -154,35 +184,103 @@ class CymruAsnSource:
             return cached
         if ip in self._unannounced:
             return None
+        if self.shared is not None:
+            known, asn = await self._shared_origin(ip, self.shared)
+            if known:
+                return asn
         try:
             records = await self.resolver.query(origin_name(ip, self.zone), "TXT", timeout=self.timeout, source="cymru")
         except NxDomain:
-            self._unannounced[ip] = True
+            await self._remember_unannounced(ip)
             return None
         origin = parse_origin([r.data for r in records if r.type == "TXT"], ip)
         if origin is None:
-            self._unannounced[ip] = True
+            await self._remember_unannounced(ip)
             return None
-        self._origins[origin.prefix] = origin.asn
-        self._lengths.add((origin.prefix.version, origin.prefix.prefixlen))
+        self._remember_origin(origin.prefix, origin.asn, self.ttl)
+        await self._share([(f"{_SHARED}origin:{origin.prefix}", origin.asn)])
         return origin.asn
+
+    def _remember_origin(self, prefix: IPNetwork, asn: int, seconds: float) -> None:
+        self._origins[prefix] = (asn, self.clock() + seconds)
+        self._lengths.add((prefix.version, prefix.prefixlen))
+
+    async def _remember_unannounced(self, ip: IPAddress) -> None:
+        self._unannounced[ip] = (True, self.clock() + self.ttl)
+        await self._share([(f"{_SHARED}unannounced:{ip}", True)])
 
     def _cached_origin(self, ip: IPAddress) -> int | None:
         for version, length in sorted(self._lengths, key=lambda vl: -vl[1]):
             if version != ip.version:
                 continue
-            asn = self._origins.get(ipaddress.ip_network((ip, length), strict=False))
-            if asn is not None:
+            entry = self._origins.get(ipaddress.ip_network((ip, length), strict=False))
+            if entry is not None:
+                asn: int = entry[0]
                 return asn
         return None
 
+    async def _shared_origin(self, ip: IPAddress, shared: SharedStore) -> tuple[bool, int | None]:
+        """``(True, asn)`` for a covering announcement in the shared store (the most specific), ``(True,
+        None)`` when it says "not announced", ``(False, None)`` when it knows nothing (or is unavailable)."""
+        prefixes = [ipaddress.ip_network((ip, length), strict=False) for length in _SHARED_LENGTHS[ip.version]]
+        keys = [f"{_SHARED}unannounced:{ip}", *(f"{_SHARED}origin:{prefix}" for prefix in prefixes)]
+        try:
+            values = await shared.mget(keys)
+        except SharedUnavailable:
+            return False, None
+        unannounced, *origins = (_shared_value(v) for v in values)
+        for prefix, found in zip(prefixes, origins, strict=True):  # longest first
+            if found is not None and isinstance(found[0], int):
+                self._remember_origin(prefix, found[0], found[1])
+                return True, found[0]
+        if unannounced is not None:
+            self._unannounced[ip] = (True, self.clock() + unannounced[1])
+            return True, None
+        return False, None
+
     async def _name(self, asn: int) -> str | None:
-        if asn in self._names:
-            return self._names[asn]
+        entry = self._names.get(asn)
+        if entry is not None:
+            cached: str | None = entry[0]
+            return cached
+        key = f"{_SHARED}name:{asn}"
+        if self.shared is not None:
+            try:
+                (value,) = await self.shared.mget([key])
+            except SharedUnavailable:
+                value = None
+            found = _shared_value(value)
+            if found is not None and (found[0] is None or isinstance(found[0], str)):
+                self._names[asn] = (found[0], self.clock() + found[1])
+                return found[0]
         try:
             records = await self.resolver.query(f"AS{asn}.{self.zone}", "TXT", timeout=self.timeout, source="cymru")
         except NxDomain:
             records = []
         name = parse_as_name([r.data for r in records if r.type == "TXT"], asn)
-        self._names[asn] = name
+        self._names[asn] = (name, self.clock() + self.ttl)
+        await self._share([(key, name)])
         return name
+
+    async def _share(self, items: list[tuple[str, object]]) -> None:
+        """Store answers in the shared store for their whole lifetime, with their expiry in wall-clock time
+        (read back by :func:`_shared_value`); a failure leaves them in process only."""
+        if self.shared is None:
+            return
+        expires = time.time() + self.ttl
+        try:
+            await self.shared.set_many([(key, orjson.dumps([value, expires]), self.ttl) for key, value in items])
+        except SharedUnavailable:
+            pass
+
+
+def _shared_value(raw: bytes | None) -> tuple[Any, float] | None:
+    """A value of the shared store and the seconds it has left; ``None`` when missing, expired or unreadable."""
+    if raw is None:
+        return None
+    try:
+        value, expires = orjson.loads(raw)
+        left = float(expires) - time.time()
+    except (ValueError, TypeError):
+        return None
+    return (value, left) if left > 0 else None

@@ -17,18 +17,31 @@ not cancel the load the others wait for. A failure reaches every waiter and
 is not cached, unless ``error_ttl`` says so (NXDOMAIN, RDAP 404).
 
 Cached values are shared between callers: treat them as read-only.
+
+Shared (``IPINTEL_REDIS_URL``, :mod:`ipintel.infra.shared`): the caches of upstream answers
+(:data:`SHARED_CACHE_NAMES`) have Redis behind them. A local miss asks Redis (one round trip, within its
+short timeout) before the upstream; a value or a negatively cached error found there is kept locally for
+the lifetime it has left. A load stores its result locally and in Redis, for the same lifetime; an error
+is stored only when ``error_ttl`` says so, as in process. Single flight stays per process. Redis down or
+slow: the local cache alone, as without Redis.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
+import orjson
 from cachetools import TLRUCache
 
+from ipintel.encoding import dumps
 from ipintel.errors import ApiError
+from ipintel.infra.shared import PREFIX, SharedStore, SharedUnavailable
+
+log = logging.getLogger("ipintel.cache")
 
 V = TypeVar("V")
 Clock = Callable[[], float]
@@ -49,6 +62,9 @@ INCOMPLETE_TTL = 5 * MINUTE  # a VPN verdict made while a feed was missing or st
 
 # The caches Intel owns; the names are also the ``cache`` label in /metrics.
 CACHE_NAMES = ("geoip", "whois", "blacklist", "dns")
+# The caches of upstream answers, shared in Redis when IPINTEL_REDIS_URL is set; GeoIP and VPN verdicts are
+# local lookups, cheaper than a round trip.
+SHARED_CACHE_NAMES = ("whois", "blacklist", "dns")
 
 # Errors that say "there is nothing there" rather than "something failed":
 # asking again within minutes gives the same answer, so they are cached.
@@ -86,11 +102,15 @@ class _CountingTLRU(TLRUCache[Hashable, _Entry]):
 class Cache:
     """A bounded TTL cache with single flight; see the module docstring."""
 
-    def __init__(self, name: str, *, max_entries: int, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, name: str, *, max_entries: int, clock: Clock = time.monotonic, shared: SharedStore | None = None
+    ) -> None:
         if max_entries < 1:
             raise ValueError("a cache needs room for at least one entry")
         self.name = name
         self.clock = clock
+        self.shared = shared  # Redis behind the local entries (see the module docstring)
+        self.shared_hits = 0
         self._entries = _CountingTLRU(max_entries, clock)
         # At most one entry per key being loaded right now: bounded by the
         # number of requests in flight, and emptied as each load finishes.
@@ -157,17 +177,66 @@ class Cache:
     async def _load(
         self, key: Hashable, load: Callable[[], Awaitable[Any]], ttl: Lifetime, error_ttl: ErrorLifetime
     ) -> Any:
+        if self.shared is not None:
+            entry = await self._shared_entry(key)
+            if entry is not None:
+                self.shared_hits += 1
+                self._store(key, entry)
+                if entry.error is not None:
+                    raise _fresh(entry.error)
+                return entry.value
         try:
             value = await load()
         except ApiError as error:
             seconds = error_ttl(error) if error_ttl is not None else None
             if seconds is not None and seconds > 0:
                 self._store(key, _Entry(None, _fresh(error), self.clock() + seconds))
+                await self._share(key, {"e": [error.code, error.message, dict(error.headers)]}, seconds)
             raise
         seconds = ttl(value) if callable(ttl) else ttl
         if seconds is not None and seconds > 0:
             self._store(key, _Entry(value, None, self.clock() + seconds))
+            await self._share(key, {"v": value}, seconds)
         return value
+
+    def _shared_key(self, key: Hashable) -> str:
+        text = ":".join(str(part) for part in key) if isinstance(key, tuple) else str(key)
+        return f"{PREFIX}{self.name}:{text}"
+
+    async def _shared_entry(self, key: Hashable) -> _Entry | None:
+        """What Redis holds for ``key``, as a local entry expiring when Redis's does; ``None`` on a miss,
+        or when Redis is unavailable or holds something unreadable (then the upstream is asked)."""
+        assert self.shared is not None
+        try:
+            found = await self.shared.get(self._shared_key(key))
+        except SharedUnavailable:
+            return None
+        if found is None:
+            return None
+        payload, seconds = found
+        try:
+            document = orjson.loads(payload)
+            if "e" in document:
+                code, message, headers = document["e"]
+                return _Entry(None, ApiError(code, message, headers=headers), self.clock() + seconds)
+            return _Entry(document["v"], None, self.clock() + seconds)
+        except (ValueError, KeyError, TypeError):  # another version's format, or a foreign key
+            log.warning("unreadable shared %s cache entry ignored", self.name)
+            return None
+
+    async def _share(self, key: Hashable, document: dict[str, Any], seconds: float) -> None:
+        """Store an entry in Redis too, for its lifetime; a failure leaves it local only."""
+        if self.shared is None:
+            return
+        try:
+            payload = dumps(document)
+        except (TypeError, ValueError):  # not JSON: kept in this process only
+            log.warning("a %s cache entry is not JSON: not shared", self.name)
+            return
+        try:
+            await self.shared.set(self._shared_key(key), payload, seconds)
+        except SharedUnavailable:
+            pass
 
     def _store(self, key: Hashable, entry: _Entry) -> None:
         self._entries[key] = entry
@@ -207,6 +276,7 @@ class Cache:
             "entries": len(self._entries),
             "max_entries": int(self._entries.maxsize),
             "loading": len(self._loading),
+            **({"shared_hits": self.shared_hits} if self.shared is not None else {}),
         }
 
 
@@ -216,9 +286,15 @@ def _fresh(error: ApiError) -> ApiError:
     return ApiError(error.code, error.message, headers=dict(error.headers))
 
 
-def new_caches(max_entries: int, *, clock: Clock = time.monotonic) -> dict[str, Cache]:
-    """The caches :class:`~ipintel.service.Intel` owns, one per name in :data:`CACHE_NAMES`."""
-    return {name: Cache(name, max_entries=max_entries, clock=clock) for name in CACHE_NAMES}
+def new_caches(
+    max_entries: int, *, clock: Clock = time.monotonic, shared: SharedStore | None = None
+) -> dict[str, Cache]:
+    """The caches :class:`~ipintel.service.Intel` owns, one per name in :data:`CACHE_NAMES`; those of
+    :data:`SHARED_CACHE_NAMES` with ``shared`` (Redis) behind them."""
+    return {
+        name: Cache(name, max_entries=max_entries, clock=clock, shared=shared if name in SHARED_CACHE_NAMES else None)
+        for name in CACHE_NAMES
+    }
 
 
 def stats(caches: Mapping[str, Cache]) -> dict[str, dict[str, int]]:

@@ -25,7 +25,7 @@ import ipaddress
 import math
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -165,6 +165,17 @@ class RateLimiter:
         self._sweep(buckets, now)
         return decision
 
+    def decision(self, quota: Quota, allowed: bool, seconds: float) -> Decision:
+        """The decision of a bucket kept elsewhere (:class:`ipintel.infra.shared.SharedRateLimiter`), by the
+        arithmetic of :meth:`take`: ``seconds`` is, when ``allowed``, the time until the bucket is full again
+        after this request; when refused, the time until it is full."""
+        state = self._quotas[quota]
+        if allowed:
+            remaining = int((WINDOW - seconds) / state.interval + _EPSILON)
+            return Decision(True, state.quota, state.limit, max(0, remaining), max(1, _ceil(seconds)), 0)
+        wait = seconds + state.interval - WINDOW
+        return Decision(False, state.quota, state.limit, 0, _ceil(seconds), max(1, _ceil(wait)))
+
     def _sweep(self, buckets: OrderedDict[str, float], now: float) -> None:
         """Drop a few least-recently-used buckets that have refilled: a full bucket
         is the same as none. Every bucket idle for a whole window is full, so all
@@ -218,8 +229,9 @@ def limiter_from_settings(
 
 
 # Spends one token of a quota for one caller; raises ``ApiError("rate_limited")`` when there is none.
-Spend = Callable[[Quota], None]
+# Awaited: with IPINTEL_REDIS_URL the bucket is in Redis (ipintel/infra/shared.py).
+Spend = Callable[[Quota], Awaitable[None]]
 
 
-def spend_nothing(quota: Quota) -> None:
+async def spend_nothing(quota: Quota) -> None:
     """The :data:`Spend` while rate limits are off, and for callers that are not limited."""
