@@ -40,6 +40,13 @@ run: $(STAMP)
 	@if [ -z "$$IPINTEL_GEOIP_CITY_DB" ]; then $(PY) scripts/fetch-geoip "$(DATA_DIR)"; fi
 	$(PY) -m ipintel
 
+## api-key: a new API key (NAME=<name>, optional LIMITS=general=N,dns=N,registry=N): the key on standard error,
+## the line for IPINTEL_API_KEYS_FILE on standard output (`make -s api-key NAME=ci >> keys.txt`). Standard library only.
+.PHONY: api-key
+api-key:
+	@if [ -z "$(NAME)" ]; then echo "make api-key NAME=<name> [LIMITS=general=N,dns=N,registry=N]" >&2; exit 2; fi
+	@$(PYTHON) scripts/api-key "$(NAME)" $(LIMITS)
+
 ## geoip: (re)fetch the default GeoIP database into the data directory
 geoip: $(STAMP)
 	$(PY) scripts/fetch-geoip --force "$(DATA_DIR)"
@@ -76,8 +83,19 @@ chromium:
 	      DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq chromium >/dev/null 2>&1; }; }; } || \
 	  echo "chromium not installed: the browser tests of /docs and of the page at / will be skipped (apt-get install chromium)"
 
+# redis-server (Debian's package) for the shared-state tests (tests/test_shared_state.py, a real Redis on 127.0.0.1):
+# installed when missing and we are root with apt-get, as CI is; otherwise those tests are skipped, and this says so.
+.PHONY: redis-server
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  echo "installing redis-server (apt-get) for the shared-state tests" && \
+	  { DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq redis-server >/dev/null 2>&1 || \
+	    { timeout 900 apt-get update -qq >/dev/null 2>&1 && \
+	      DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq redis-server >/dev/null 2>&1; }; }; } || \
+	  echo "redis-server not installed: the shared-state (Redis) tests will be skipped (apt-get install redis-server)"
+
 ## test: install the dev dependencies and run the whole suite
-test: $(DEV_STAMP) node-packages chromium
+test: $(DEV_STAMP) node-packages chromium redis-server
 	$(PY) -m pytest
 
 ## fuzz: the contract fuzzing of tests/test_fuzz.py, with many more (random) examples per operation
@@ -104,6 +122,7 @@ bench: $(DEV_STAMP)
 	$(PY) bench/run.py
 
 ## k8s-validate: render k8s/ (kubectl kustomize, else a built-in renderer) and validate it offline against the Kubernetes schemas
+## and, for the Gateway API and Envoy Gateway objects, the CRD schemas in k8s/schemas/ (see its README.md)
 k8s-validate: $(DEV_STAMP)
 	$(PY) scripts/k8s-validate
 

@@ -128,7 +128,8 @@ class _WorkerField(logging.Filter):
 
 
 async def serve_until_signalled(app: Any, config: Config, *, parent: int | None = None) -> None:
-    """Serve until SIGTERM or SIGINT, then shut down gracefully; SIGHUP reloads the databases.
+    """Serve until SIGTERM or SIGINT, then shut down gracefully; SIGHUP reloads the databases and the API key
+    file.
 
     On SIGTERM hypercorn stops accepting at once (the listening socket is
     closed), lets the requests in flight finish for up to
@@ -153,6 +154,10 @@ async def serve_until_signalled(app: Any, config: Config, *, parent: int | None 
     def reload() -> None:
         log.info("SIGHUP: reloading the GeoIP databases")
         keep(loop.create_task(app.state.db_watcher.reload_all()))
+        api_keys = getattr(app.state, "api_keys", None)
+        if api_keys is not None:  # IPINTEL_API_KEYS_FILE: re-read the key file too
+            log.info("SIGHUP: reloading the API key file")
+            keep(loop.create_task(api_keys.reload()))
 
     def keep(task: asyncio.Task[Any]) -> None:
         tasks.add(task)

@@ -27,6 +27,7 @@ from starlette.responses import Response
 
 from ipintel.api import page as page_api
 from ipintel.api.mcp import transport as mcp_api
+from ipintel.api.rest import asn as asn_api
 from ipintel.api.rest import blacklist as blacklist_api
 from ipintel.api.rest import cidr as cidr_api
 from ipintel.api.rest import dns as dns_api
@@ -41,10 +42,12 @@ from ipintel.api.rest.openapi import build_document
 from ipintel.errors import ApiError
 from ipintel.infra.limiter import limiter_from_settings
 from ipintel.infra.reload import DatabaseWatcher
+from ipintel.infra.shared import SharedRateLimiter
 from ipintel.metrics import Metrics
 from ipintel.schema_files import embeddable_schema
 from ipintel.service import Intel
 from ipintel.settings import Settings
+from ipintel.web.api_keys import ApiKeys
 from ipintel.web.gate import MCP_RULES, RateLimitGate
 from ipintel.web.middleware import RequestContextMiddleware
 from ipintel.web.responses import error_body, json_response
@@ -57,6 +60,7 @@ ENDPOINTS: list[Endpoint] = [
     *geoip_api.ENDPOINTS,
     *vpn_api.ENDPOINTS,
     *whois_api.ENDPOINTS,
+    *asn_api.ENDPOINTS,
     *dns_api.ENDPOINTS,
     *blacklist_api.ENDPOINTS,
     *cidr_api.ENDPOINTS,
@@ -83,9 +87,18 @@ def create_app(
     settings = settings or Settings()
     intel = intel or Intel.from_settings(settings, clock=clock)
     limiter = limiter_from_settings(settings.rate_limits, settings.rate_limit_max_clients, clock)
+    # With Redis (IPINTEL_REDIS_URL) the buckets are shared by every process; the in-process ones stand in
+    # while Redis is unavailable.
+    shared_limiter = SharedRateLimiter(limiter, intel.shared) if limiter is not None and intel.shared else None
     # Reloads the .mmdb files replaced on disk (and on SIGHUP, wired by __main__), without a restart.
     db_watcher = DatabaseWatcher(intel.databases, interval=settings.db_check_interval)
     metrics = Metrics(intel, limiter=limiter, watcher=db_watcher)
+    # The paths that are rate limited, and that need an API key when IPINTEL_API_KEYS_FILE is set.
+    rules = [*((ep.path, ep.quota) for ep in ENDPOINTS), *MCP_RULES]
+    # None without IPINTEL_API_KEYS_FILE; an unusable file is a ConfigError (exit 2). docs/API.md#authentication
+    api_keys = ApiKeys.from_settings(settings, rules=rules, limiter=limiter, store=intel.shared, clock=clock)
+    if api_keys is not None:
+        metrics.registry.register(api_keys.collector())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -93,6 +106,8 @@ def create_app(
         if not intel.ready:
             log.warning("no GeoIP database loaded from %s: /ip answers 503 until one is", settings.city_db_path)
         db_watcher.start()
+        if api_keys is not None:
+            api_keys.start()  # reloads the key file when it is replaced (and on SIGHUP, wired by __main__)
         # What start-up built lives as long as the process: freezing it keeps the
         # collector's full passes from walking it again and again on the hot path.
         gc.collect()
@@ -101,6 +116,8 @@ def create_app(
             yield
         finally:
             await db_watcher.close()
+            if api_keys is not None:
+                await api_keys.close()
             await intel.close()  # after the server drained its requests: closes the upstream sessions
 
     routes = [
@@ -117,8 +134,10 @@ def create_app(
                 RequestContextMiddleware,
                 gate=RateLimitGate(
                     limiter=limiter,
-                    rules=[*((ep.path, ep.quota) for ep in ENDPOINTS), *MCP_RULES],
+                    rules=rules,
                     trusted_proxies=settings.trusted_proxies,
+                    shared=shared_limiter,
+                    keys=api_keys,
                 ),
                 observe=metrics.observe_request,
             ),
@@ -131,13 +150,17 @@ def create_app(
     app.router = SegmentRouter(routes, redirect_slashes=False, lifespan=lifespan)
     app.state.settings = settings
     app.state.intel = intel
-    app.state.limiter = limiter  # None when IPINTEL_RATE_LIMITS=off; MCP tools/call spends tokens through it
+    # None when IPINTEL_RATE_LIMITS=off; MCP tools/call and the profile parts spend tokens through it.
+    app.state.limiter = shared_limiter or limiter
     app.state.metrics = metrics  # its registry is what GET /metrics exposes
     app.state.db_watcher = db_watcher
+    app.state.api_keys = api_keys
     document = build_document(ENDPOINTS, {**ops.OPS_PATHS, **metrics_api.OPENAPI_PATHS, **mcp_api.OPENAPI_PATHS})
     document["components"]["schemas"].update(mcp_api.openapi_components())
     document["components"]["schemas"].setdefault("health", embeddable_schema("health"))
     # The batch limit is configuration (IPINTEL_BATCH_MAX): the document states this server's.
     document["components"]["schemas"]["ip_batch_request"]["properties"]["ips"]["maxItems"] = settings.batch_max
+    if api_keys is not None:
+        api_keys.document(document)  # security schemes, and the 401 of every route that needs a key
     app.state.openapi = document
     return app

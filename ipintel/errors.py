@@ -16,6 +16,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "ipv6_not_supported": 400,
     "invalid_request": 400,
     "invalid_asn": 400,
+    "unauthorized": 401,
     "not_found": 404,
     "address_not_found": 404,
     "domain_not_found": 404,

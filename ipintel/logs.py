@@ -61,8 +61,9 @@ def _quoted(text: str | None) -> str:
 
 _MILLISECONDS = [f".{ms:03d}Z" for ms in range(1000)]  # a timestamp's tail, formatted once
 
-# One request as the hot path records it: (time, request id, method, route, status, seconds, client).
-_Request = tuple[float, str, str, str, int, float, "str | None"]
+# One request as the hot path records it: (time, request id, method, route, status, seconds, client, the API
+# key's name or None).
+_Request = tuple[float, str, str, str, int, float, "str | None", "str | None"]
 
 
 class AccessLog:
@@ -110,14 +111,22 @@ class AccessLog:
             self.flush()
 
     def write_request(
-        self, request_id: str, method: str, route: str, status: int, seconds: float, client: str | None
+        self,
+        request_id: str,
+        method: str,
+        route: str,
+        status: int,
+        seconds: float,
+        client: str | None,
+        key: str | None = None,
     ) -> None:
-        """The access line of one request (formatted later, in the batch)."""
+        """The access line of one request (formatted later, in the batch). ``key``: the name of the API key
+        the request was accepted with (docs/API.md#authentication), a ``key`` field only then."""
         if self.enabled:
-            self._append((time.time(), request_id, method, route, status, seconds, client))
+            self._append((time.time(), request_id, method, route, status, seconds, client, key))
 
     def _format(self, entry: _Request) -> str:
-        now, request_id, method, route, status, seconds, client = entry
+        now, request_id, method, route, status, seconds, client, key = entry
         stamp = self._timestamp(now)
         duration = f"{seconds * 1000:.3f}"  # a JSON number; five times cheaper than repr(round(...))
         if self.fmt == "json" and method.isalpha():
@@ -128,7 +137,7 @@ class AccessLog:
                 f'{{"time": "{stamp}", "level": "info", "logger": "ipintel.access", '
                 f'"message": "request", "request_id": "{request_id}", "method": "{method}", '
                 f'"route": {_quoted(route)}, "status": {status}, "duration_ms": {duration}, '
-                f'"client": {_quoted(client)}}}'
+                f'"client": {_quoted(client)}' + ("}" if key is None else f', "key": {_quoted(key)}}}')
             )
         fields = {
             "request_id": request_id,
@@ -138,6 +147,8 @@ class AccessLog:
             "duration_ms": float(duration),
             "client": client,
         }
+        if key is not None:
+            fields["key"] = key
         if self.fmt == "json":
             head = f'{{"time": "{stamp}", "level": "info", "logger": "ipintel.access", "message": "request", '
             return head + json.dumps(fields, separators=(", ", ": "))[1:]

@@ -77,6 +77,8 @@ class Settings:
     rate_limit_max_clients: int = 100_000
     # Seconds between checks of the .mmdb files' mtime and size; a replaced file is reloaded (docs/API.md#operations).
     db_check_interval: float = 5.0
+    # The API key file (docs/API.md#authentication; ipintel/web/api_keys.py); None: no key is needed.
+    api_keys_file: Path | None = None
     # Serving processes on the one port (ipintel/supervisor.py); 1 is a single process with no supervisor.
     workers: int = 1
     # Shared state on Redis/Valkey (rate limits, upstream caches); None: every process keeps its own.
@@ -165,6 +167,8 @@ class Settings:
             values["rate_limit_max_clients"] = _int("IPINTEL_RATE_LIMIT_MAX_CLIENTS", v, 1, 10_000_000)
         if (v := get("DB_CHECK_INTERVAL")) is not None:
             values["db_check_interval"] = _float("IPINTEL_DB_CHECK_INTERVAL", v)
+        if (v := get("API_KEYS_FILE")) is not None:
+            values["api_keys_file"] = Path(v)
         if (v := get("WORKERS")) is not None:
             values["workers"] = _int("IPINTEL_WORKERS", v, 1, MAX_WORKERS)
         if (v := get("REDIS_URL")) is not None:

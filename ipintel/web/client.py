@@ -12,9 +12,12 @@ import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipintel.addresses import IPAddress
+
+if TYPE_CHECKING:
+    from ipintel.web.api_keys import OwnLimits
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -26,10 +29,16 @@ class Caller:
 
     ``ip`` is the canonical address (``None`` without a socket peer, e.g. a
     Unix socket); ``key`` is its rate-limit bucket (the IPv4 address, or the
-    IPv6 /64)."""
+    IPv6 /64; ``key:<name>`` for a request made with an API key).
+
+    With ``IPINTEL_API_KEYS_FILE`` (docs/API.md#authentication): ``api_key`` is the name of the key the request
+    presented (never the key), ``limits`` that key's own rate limiter when its line gives limits, else ``None``
+    (the server's limiter)."""
 
     ip: str | None
     key: str
+    api_key: str | None = None
+    limits: OwnLimits | None = None
 
 
 def caller_of(scope: Mapping[str, Any]) -> Caller:

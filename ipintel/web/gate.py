@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from starlette.datastructures import Headers
 from starlette.types import Scope, Send
@@ -18,9 +19,13 @@ from starlette.types import Scope, Send
 from ipintel.errors import ApiError
 from ipintel.infra.limiter import WINDOW, Decision, Quota, RateLimiter, Spend, client_key, spend_nothing
 from ipintel.infra.memo import BoundedMemo
+from ipintel.infra.shared import SharedRateLimiter
 from ipintel.web.client import Caller, Network, client_address
 from ipintel.web.responses import rpc_refusal_body, send_body, send_error
 from ipintel.web.routing import first_segment, path_pattern
+
+if TYPE_CHECKING:
+    from ipintel.web.api_keys import ApiKeys
 
 _PEER_MEMO = 4096  # socket peers whose caller is remembered
 _PATH_MEMO = 4096  # request paths whose quota is remembered
@@ -75,12 +80,27 @@ class RateLimitGate:
     resolves the caller's address (docs/API.md#client-address), stores it in
     ``scope["state"]["caller"]`` (:class:`~ipintel.web.client.Caller`), and
     spends a token of the path's quota. With ``limiter=None`` (limits off)
-    only the caller is resolved."""
+    only the caller is resolved.
+
+    ``shared``: the buckets in Redis (``IPINTEL_REDIS_URL``). The middleware then awaits
+    :meth:`admit_shared`; without it, :meth:`admit` decides synchronously, as fast as ever.
+
+    ``keys``: the API keys (``IPINTEL_API_KEYS_FILE``, docs/API.md#authentication), checked before a token
+    is spent: a request without a valid key raises :class:`~ipintel.web.api_keys.Unauthorized`, which the
+    middleware answers 401; an accepted one spends from its key's buckets (``key:<name>``)."""
 
     def __init__(
-        self, *, limiter: RateLimiter | None, rules: Iterable[Rule], trusted_proxies: Sequence[Network] = ()
+        self,
+        *,
+        limiter: RateLimiter | None,
+        rules: Iterable[Rule],
+        trusted_proxies: Sequence[Network] = (),
+        shared: SharedRateLimiter | None = None,
+        keys: ApiKeys | None = None,
     ) -> None:
         self.limiter = limiter
+        self.keys = keys
+        self.shared = shared if limiter is not None else None
         self.rules = PathQuotas(rules)
         self.trusted_proxies = tuple(trusted_proxies)
         # Without trusted proxies the caller is a function of the socket peer
@@ -105,7 +125,9 @@ class RateLimitGate:
         """Spend the request's token: the decision, or ``None`` when the request is not limited."""
         caller = self._caller(scope)
         scope.setdefault("state", {})["caller"] = caller
-        limiter = self.limiter
+        if self.keys is not None:  # before any token is spent (docs/API.md#authentication)
+            caller = scope["state"]["caller"] = self.keys.authenticate(scope, caller)
+        limiter = self.limiter if caller.limits is None else caller.limits.local  # a key's own limits
         if limiter is None or scope["method"] == "OPTIONS":
             # CORS preflights are free: a browser sends one before real requests.
             return None
@@ -113,6 +135,21 @@ class RateLimitGate:
         if quota is None:
             return None
         return limiter.take(caller.key, quota)
+
+    async def admit_shared(self, scope: Scope) -> Decision | None:
+        """:meth:`admit` with the bucket in Redis (one round trip; the in-process bucket when Redis is not
+        available)."""
+        caller = self._caller(scope)
+        scope.setdefault("state", {})["caller"] = caller
+        if self.keys is not None:  # before any token is spent (docs/API.md#authentication)
+            caller = scope["state"]["caller"] = self.keys.authenticate(scope, caller)
+        shared = self.shared if caller.limits is None else caller.limits.shared  # a key's own limits
+        if shared is None or scope["method"] == "OPTIONS":
+            return None
+        quota = self.rules.quota_of(scope["path"])
+        if quota is None:
+            return None
+        return await shared.take(caller.key, quota)
 
 
 def rate_limit_headers(decision: Decision) -> list[tuple[bytes, bytes]]:
@@ -154,18 +191,32 @@ async def refuse(send: Send, path: str, decision: Decision) -> None:
         await send_error(send, ApiError("rate_limited", message))
 
 
-def quota_spender(limiter: RateLimiter | None, key: str) -> Spend:
+def quota_spender(limiter: RateLimiter | SharedRateLimiter | None, key: str) -> Spend:
     """Spends one token of a quota for the caller ``key``, beyond the request's own token
     (docs/API.md#rate-limits): an MCP ``tools/call`` spends its tool's quota, a profile or a batch one
     token per address and part that asks an upstream. A spent quota raises ``rate_limited``, which
-    the caller answers in that tool's or part's place. ``limiter`` is ``None`` when limits are off."""
+    the caller answers in that tool's or part's place. ``limiter`` is ``None`` when limits are off,
+    a :class:`SharedRateLimiter` when the buckets are in Redis (``app.state.limiter`` either way)."""
     if limiter is None:
         return spend_nothing
 
-    def spend(quota: Quota) -> None:
-        decision = limiter.take(key, quota)
-        if not decision.allowed:
-            wait = max(1, math.ceil(decision.retry_after or 1))
-            raise ApiError("rate_limited", f"the {quota} rate limit is spent; call again in {wait} s")
+    if isinstance(limiter, SharedRateLimiter):
+        shared = limiter
 
-    return spend
+        async def spend(quota: Quota) -> None:
+            _spent(await shared.take(key, quota), quota)
+
+        return spend
+
+    local = limiter
+
+    async def spend_locally(quota: Quota) -> None:
+        _spent(local.take(key, quota), quota)
+
+    return spend_locally
+
+
+def _spent(decision: Decision, quota: Quota) -> None:
+    if not decision.allowed:
+        wait = max(1, math.ceil(decision.retry_after or 1))
+        raise ApiError("rate_limited", f"the {quota} rate limit is spent; call again in {wait} s")

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ipintel.errors import ApiError
 from ipintel.logs import access_log
+from ipintel.web.api_keys import Unauthorized
 from ipintel.web.gate import RateLimitGate, rate_limit_headers, refuse
 from ipintel.web.responses import send_error
 
@@ -82,13 +83,22 @@ class RequestContextMiddleware:
             await send(message)
 
         try:
-            decision = self.gate.admit(scope) if self.gate is not None else None
+            gate = self.gate
+            if gate is None:
+                decision = None
+            elif gate.shared is None:
+                decision = gate.admit(scope)  # in process: synchronous, the hot path
+            else:
+                decision = await gate.admit_shared(scope)  # the buckets in Redis (IPINTEL_REDIS_URL)
             if decision is not None:
                 extra = rate_limit_headers(decision)
                 if not decision.allowed:
                     await refuse(send_with_id, scope["path"], decision)  # send_with_id adds `extra`
                     return
             await self.app(scope, receive, send_with_id)
+        except Unauthorized as refusal:  # no valid API key: answered before any token is spent
+            if status == 0:
+                await refusal.send(send_with_id, scope)
         except Exception:
             errors_log.exception("unhandled error", extra={"request_id": request_id, "path": scope.get("path")})
             if status == 0:
@@ -110,6 +120,7 @@ class RequestContextMiddleware:
                         status,
                         seconds,
                         caller.ip if (caller := state.get("caller")) is not None else (client[0] if client else None),
+                        caller.api_key if caller is not None else None,  # the key's name, never the key
                     )
 
 

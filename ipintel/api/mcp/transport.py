@@ -42,6 +42,7 @@ from ipintel.api.mcp.protocol import (
 from ipintel.api.mcp.tools import TOOLS, CallContext, ToolSet
 from ipintel.encoding import dumps
 from ipintel.schema_files import embeddable_schema
+from ipintel.web.api_keys import limiter_for
 from ipintel.web.body import is_json_media_type, read_body
 from ipintel.web.client import caller_of
 from ipintel.web.gate import quota_spender
@@ -61,11 +62,11 @@ PATHS = ("/mcp", "/mcp/")
 # client asks for are allowed too (that revision lets a tool mirror arguments into them).
 _ALLOW_HEADERS = (
     "Content-Type, Accept, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Session-Id, Last-Event-ID, "
-    "Authorization, X-Request-Id"
+    "Authorization, X-API-Key, X-Request-Id"
 )
 _PARAM_HEADER = re.compile(r"mcp-param-[!#$%&'*+.^_`|~0-9a-z-]{1,64}")
 _EXPOSE_HEADERS = (
-    "Mcp-Session-Id, MCP-Protocol-Version, X-Request-Id, Retry-After, "
+    "Mcp-Session-Id, MCP-Protocol-Version, X-Request-Id, Retry-After, WWW-Authenticate, "
     "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy"
 )
 
@@ -215,7 +216,7 @@ class McpEndpoint:
 
     def _context(self, request: Request) -> CallContext:
         caller = caller_of(request.scope)
-        spend = quota_spender(request.app.state.limiter, caller.key)
+        spend = quota_spender(limiter_for(caller, request.app.state.limiter), caller.key)  # a key's own limits
         return CallContext(caller_ip=caller.ip, spend=spend, request_id=request.scope["state"].get("request_id"))
 
     @staticmethod
@@ -288,7 +289,8 @@ OPENAPI_PATHS: dict[str, Any] = {
             "summary": "MCP tool endpoint (JSON-RPC 2.0, Streamable HTTP without sessions)",
             "description": (
                 "Model Context Protocol for AI clients: tools/list and tools/call of lookup_ip, whois_ip, "
-                "lookup_dns, check_blacklist, detect_vpn and calculate_cidr, the same capabilities and caches as "
+                "lookup_dns, check_blacklist, detect_vpn, calculate_cidr, profile_ip, lookup_ips and lookup_asn, "
+                "the same capabilities and caches as "
                 "the REST routes. Two eras on one endpoint, decided per request. 2026-07-28: a request carries "
                 "params._meta['io.modelcontextprotocol/protocolVersion'] and clientCapabilities, and the headers "
                 "MCP-Protocol-Version, Mcp-Method and (tools/call) Mcp-Name, which must agree with the body; "
@@ -299,8 +301,8 @@ OPENAPI_PATHS: dict[str, Any] = {
                 "HTTP 200. A request is 2026-07-28 when its _meta names a version or its MCP-Protocol-Version "
                 "header names anything but those four. Stateless: no Mcp-Session-Id; GET and DELETE answer 405. "
                 "A client that accepts only text/event-stream gets a 200 answer as one SSE event. /mcp/ answers "
-                "too. A tools/call also spends a token of its tool's rate-limit scope (lookup_dns: dns; whois_ip "
-                "and check_blacklist: registry); a spent scope is an isError result with code rate_limited. "
+                "too. A tools/call also spends a token of its tool's rate-limit scope (lookup_dns: dns; whois_ip, "
+                "lookup_asn and check_blacklist: registry); a spent scope is an isError result with code rate_limited. "
                 "See docs/MCP.md."
             ),
             "parameters": [
