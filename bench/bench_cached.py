@@ -27,7 +27,7 @@ PATH = "/ip/8.8.8.8"
 # The highest limits IPINTEL_RATE_LIMITS accepts: 1,000,000 per minute holds
 # far more than these runs can send from one client, so no request is refused.
 HIGH_LIMITS = "general=1000000,dns=1000000,registry=1000000"
-TARGET = 0.8
+TARGET = 0.85  # cached GET /ip and /cidr at 0.85x or more of the bare handler (the codebase issue)
 
 
 def main() -> list[dict[str, object]]:

@@ -26,7 +26,7 @@ from common import bare_server, compare, errors, ipintel_server, median_rps, pai
 
 SECONDS = 3.0
 ROUNDS = 5
-TARGET = 0.8
+TARGET = 0.85  # cached GET /ip and /cidr at 0.85x or more of the bare handler (the codebase issue)
 
 
 def main() -> list[dict[str, object]]:

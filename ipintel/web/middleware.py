@@ -13,6 +13,7 @@ import secrets
 import time
 from collections.abc import Callable
 
+from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -20,7 +21,7 @@ from ipintel.errors import ApiError
 from ipintel.logs import access_log
 from ipintel.web.api_keys import Unauthorized
 from ipintel.web.gate import RateLimitGate, rate_limit_headers, refuse
-from ipintel.web.responses import send_error
+from ipintel.web.responses import error_body, raw_headers, send_body, send_error
 
 errors_log = logging.getLogger("ipintel.error")
 
@@ -99,6 +100,10 @@ class RequestContextMiddleware:
         except Unauthorized as refusal:  # no valid API key: answered before any token is spent
             if status == 0:
                 await refusal.send(send_with_id, scope)
+        except HTTPException as refusal:  # the router's own: no route (404), a method the route does not take (405)
+            if status == 0:
+                body = error_body(router_error(refusal, scope))
+                await send_body(send_with_id, refusal.status_code, body, raw_headers(refusal.headers or {}))
         except Exception:
             errors_log.exception("unhandled error", extra={"request_id": request_id, "path": scope.get("path")})
             if status == 0:
@@ -122,6 +127,15 @@ class RequestContextMiddleware:
                         caller.ip if (caller := state.get("caller")) is not None else (client[0] if client else None),
                         caller.api_key if caller is not None else None,  # the key's name, never the key
                     )
+
+
+def router_error(refusal: HTTPException, scope: Scope) -> ApiError:
+    """A refusal of the router (or of the static files of /docs) as a REST error."""
+    if refusal.status_code == 404:
+        return ApiError("not_found", f"no route {scope.get('path', '')}")
+    if refusal.status_code == 405:
+        return ApiError("method_not_allowed", f"{scope.get('method', '')} is not allowed here")
+    return ApiError("invalid_request", str(refusal.detail))
 
 
 def route_template(scope: Scope) -> str:

@@ -50,6 +50,11 @@ def data_body(data: Mapping[str, Any]) -> bytes:
     return body
 
 
+def fresh_data_body(data: Mapping[str, Any]) -> bytes:
+    """``{"data": data}`` for an answer computed afresh every time, which is never worth remembering."""
+    return dumps({"data": data})
+
+
 def error_body(error: ApiError) -> bytes:
     """``{"error": {"code", "message"}}``, the body of every REST failure (docs/API.md#errors)."""
     return dumps(error.to_dict())

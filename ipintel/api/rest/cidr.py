@@ -29,6 +29,7 @@ ENDPOINTS = [
         schema="cidr",
         errors=("invalid_range",),
         quota=Quota.GENERAL,
+        cached_answers=False,  # computed on every request (docs/API.md#caching)
         parameters=(query_param("range", "A range in CIDR notation", "192.168.1.0/24", required=True),),
         tags=("cidr",),
     ),

@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from ipintel.errors import ApiError
 from ipintel.infra.limiter import Quota
-from ipintel.web.responses import data_body, send_body, send_error
+from ipintel.web.responses import data_body, fresh_data_body, send_body, send_error
 
 if TYPE_CHECKING:
     from ipintel.service import Intel
@@ -42,10 +42,14 @@ class Endpoint:
     parameters: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     tags: tuple[str, ...] = ()
     method: str = "GET"  # "POST" for a route that takes a JSON body
+    # Whether its answers come from a cache (the same object again and again), so that their encoded body is
+    # worth remembering; a route that computes every answer afresh (/cidr) would only churn that memo.
+    cached_answers: bool = True
     body_schema: str | None = None  # file in schemas/ describing that body
 
     def route(self) -> Route:
-        return Route(self.path, EndpointApp(self.handler), methods=[self.method], name=self.operation_id)
+        app = EndpointApp(self.handler, remember=self.cached_answers)
+        return Route(self.path, app, methods=[self.method], name=self.operation_id)
 
 
 class EndpointApp:
@@ -57,10 +61,11 @@ class EndpointApp:
     An exception other than :class:`ApiError` is a bug: it propagates to the
     request middleware, which answers the JSON 500."""
 
-    __slots__ = ("handler",)
+    __slots__ = ("encode", "handler")
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, *, remember: bool = True) -> None:
         self.handler = handler
+        self.encode = data_body if remember else fresh_data_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         head = scope["method"] == "HEAD"
@@ -69,7 +74,7 @@ class EndpointApp:
         except ApiError as error:
             await send_error(send, error, head=head)
             return
-        await send_body(send, 200, data_body(data), head=head)
+        await send_body(send, 200, self.encode(data), head=head)
 
 
 _MEMO_QUERY_MAX = 512  # longer query strings are parsed every time, not remembered
