@@ -47,7 +47,14 @@ def main() -> list[dict[str, object]]:
         }
         runs = compare(urls, rounds=ROUNDS, seconds=SECONDS, connections=CONNECTIONS)
         single = {name: [load(url, seconds=SECONDS, connections=1) for _ in range(2)] for name, url in urls.items()}
-        stored = redis.keys("ipintel:v1:rl:*")
+        # The buckets themselves expire as soon as they are full again (microseconds at these limits), so
+        # what shows the limits went through Redis is the scripts it ran: one per request.
+        stats = redis.command("INFO", "commandstats").decode("latin-1")
+        scripts = sum(
+            int(line.split("calls=")[1].split(",")[0])
+            for line in stats.splitlines()
+            if line.startswith(("cmdstat_evalsha:", "cmdstat_eval:"))
+        )
     local_rps, redis_rps = median_rps(runs["local"]), median_rps(runs["redis"])
     cost_us = (1 / redis_rps - 1 / local_rps) * 1e6 if local_rps and redis_rps else float("nan")
     p50 = {name: min(x.p50_ms or float("inf") for x in loads) for name, loads in single.items()}
@@ -64,9 +71,11 @@ def main() -> list[dict[str, object]]:
         row(
             f"GET {PATH} cached, limits in Redis (one EVALSHA per request to redis-server on 127.0.0.1)",
             f"{redis_rps:,.0f} req/s ({redis_rps / local_rps:.2f}x); errors {failures}; "
-            f"{'the bucket is in Redis' if stored else 'NO BUCKET IN REDIS'}",
+            f"{scripts:,} rate-limit scripts run in Redis"
+            if scripts
+            else "NO SCRIPT RAN IN REDIS",
             "-",
-            None if stored and failures == 0 else False,
+            None if scripts and failures == 0 else False,
         ),
         row(
             "the Redis round trip per limited request: server CPU (from throughput) and latency at 1 connection",
