@@ -35,8 +35,8 @@ def hypercorn_config(host: str, port: int) -> Config:
     config.h11_max_incomplete_size = 16 * 1024  # request line and headers
     config.max_app_queue_size = 10
     # The event loop run() starts. hypercorn's "uvloop" class was measured against it side by side on one CPU
-    # (bench/bench_workers.py): 1.06-1.07x while other work loaded the machine, 0.98-0.99x on a quiet one. Not
-    # faster where it counts, so not adopted; run() still takes either (README "Scaling").
+    # (bench/bench_workers.py): 1.06-1.07x while other work loaded the machine, 0.98-1.03x on a quiet one. No
+    # clear gain, so not adopted; run() still takes either (README "Scaling").
     config.worker_class = "asyncio"
     return config
 
