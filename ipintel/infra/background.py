@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -34,3 +35,14 @@ class BackgroundTask:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def poll(interval: float, check: Callable[[], Coroutine[Any, Any, Any]], what: str, log: logging.Logger) -> None:
+    """Call ``check()`` every ``interval`` seconds for ever (a watcher's task). A failing check is logged
+    and the polling goes on: the next check may work, and a watcher that died would watch nothing."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await check()
+        except Exception:
+            log.exception("checking %s for changes failed", what)

@@ -25,7 +25,7 @@ import logging
 import os
 from collections import Counter
 
-from ipintel.infra.background import BackgroundTask
+from ipintel.infra.background import BackgroundTask, poll
 from ipintel.infra.mmdb import GeoDatabases, MmdbFile
 
 log = logging.getLogger("ipintel.reload")
@@ -57,7 +57,7 @@ class DatabaseWatcher:
         self._lock = asyncio.Lock()  # one reload at a time: SIGHUP and the watcher never race
 
     def start(self) -> None:
-        self._task.start(self._run)
+        self._task.start(lambda: poll(self.interval, self.check, "the GeoIP databases", log))
 
     async def close(self) -> None:
         await self._task.stop()
@@ -102,11 +102,3 @@ class DatabaseWatcher:
 
     def _count(self, db: MmdbFile, ok: bool) -> None:
         self.reloads[(db.kind, "ok" if ok else "error")] += 1
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.check()
-            except Exception:  # never let the watcher die: the next check may work
-                log.exception("checking the GeoIP databases for changes failed")

@@ -44,7 +44,7 @@ from prometheus_client.registry import Collector
 from starlette.types import Scope, Send
 
 from ipintel.errors import ApiError
-from ipintel.infra.background import BackgroundTask
+from ipintel.infra.background import BackgroundTask, poll
 from ipintel.infra.limiter import Clock, Quota, RateLimiter
 from ipintel.infra.shared import SharedRateLimiter
 from ipintel.settings import ConfigError
@@ -421,18 +421,10 @@ class ApiKeys:
         return True
 
     def start(self) -> None:
-        self._task.start(self._run)
+        self._task.start(lambda: poll(self.interval, self.check, "the API key file", log))
 
     async def close(self) -> None:
         await self._task.stop()
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.check()
-            except Exception:  # never let the watcher die: the next check may work
-                log.exception("checking the API key file for changes failed")
 
     # /metrics and /openapi.json ---------------------------------------------------------------
 

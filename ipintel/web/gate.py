@@ -121,33 +121,31 @@ class RateLimitGate:
             self._peers[peer] = caller
         return caller
 
-    def admit(self, scope: Scope) -> Decision | None:
-        """Spend the request's token: the decision, or ``None`` when the request is not limited."""
+    def _limited(self, scope: Scope) -> tuple[Caller, Quota | None]:
+        """The request's caller (authenticated when keys are on, before any token is spent:
+        docs/API.md#authentication) and the quota it spends (``None``: not limited)."""
         caller = self._caller(scope)
         scope.setdefault("state", {})["caller"] = caller
-        if self.keys is not None:  # before any token is spent (docs/API.md#authentication)
+        if self.keys is not None:
             caller = scope["state"]["caller"] = self.keys.authenticate(scope, caller)
+        if scope["method"] == "OPTIONS":  # CORS preflights are free: a browser sends one before real requests
+            return caller, None
+        return caller, self.rules.quota_of(scope["path"])
+
+    def admit(self, scope: Scope) -> Decision | None:
+        """Spend the request's token: the decision, or ``None`` when the request is not limited."""
+        caller, quota = self._limited(scope)
         limiter = self.limiter if caller.limits is None else caller.limits.local  # a key's own limits
-        if limiter is None or scope["method"] == "OPTIONS":
-            # CORS preflights are free: a browser sends one before real requests.
-            return None
-        quota = self.rules.quota_of(scope["path"])
-        if quota is None:
+        if limiter is None or quota is None:
             return None
         return limiter.take(caller.key, quota)
 
     async def admit_shared(self, scope: Scope) -> Decision | None:
         """:meth:`admit` with the bucket in Redis (one round trip; the in-process bucket when Redis is not
         available)."""
-        caller = self._caller(scope)
-        scope.setdefault("state", {})["caller"] = caller
-        if self.keys is not None:  # before any token is spent (docs/API.md#authentication)
-            caller = scope["state"]["caller"] = self.keys.authenticate(scope, caller)
+        caller, quota = self._limited(scope)
         shared = self.shared if caller.limits is None else caller.limits.shared  # a key's own limits
-        if shared is None or scope["method"] == "OPTIONS":
-            return None
-        quota = self.rules.quota_of(scope["path"])
-        if quota is None:
+        if shared is None or quota is None:
             return None
         return await shared.take(caller.key, quota)
 
