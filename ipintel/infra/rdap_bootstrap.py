@@ -26,7 +26,7 @@ import ipaddress
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -92,23 +92,29 @@ def _with_slash(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
 
+def _services(document: Any, file: str) -> Iterator[tuple[list[Any], str]]:
+    """Each service of a bootstrap file (RFC 9224 section 3) as (its entries, its base URL); a malformed
+    service is skipped, a file without a ``services`` list is an error."""
+    if not isinstance(document, dict) or not isinstance(document.get("services"), list):
+        raise UpstreamError(f"the RDAP bootstrap {file} has no 'services' list")
+    for service in document["services"]:
+        if not isinstance(service, list) or len(service) < 2:
+            continue
+        entries, urls = service[0], service[1]
+        if not isinstance(entries, list) or not isinstance(urls, list):
+            continue
+        url = choose_base_url(urls)
+        if url is not None:
+            yield entries, url
+
+
 def parse_bootstrap(document: Any, version: int) -> BootstrapTable:
     """Build a table from a parsed ``ipv4.json``/``ipv6.json``.
 
     Malformed entries are skipped one by one (a single bad prefix must not
     discard the registry); a file with no usable entry at all is an error."""
-    if not isinstance(document, dict) or not isinstance(document.get("services"), list):
-        raise UpstreamError(f"the RDAP bootstrap ipv{version}.json has no 'services' list")
     by_length: dict[int, dict[int, str]] = {}
-    for service in document["services"]:
-        if not isinstance(service, list) or len(service) < 2:
-            continue
-        prefixes, urls = service[0], service[1]
-        if not isinstance(prefixes, list) or not isinstance(urls, list):
-            continue
-        url = choose_base_url(urls)
-        if url is None:
-            continue
+    for prefixes, url in _services(document, f"ipv{version}.json"):
         for prefix in prefixes:
             if not isinstance(prefix, str):
                 continue
@@ -164,18 +170,8 @@ def _asn_range(text: object) -> tuple[int, int] | None:
 def parse_asn_bootstrap(document: Any) -> AsnBootstrapTable:
     """Build a table from a parsed ``asn.json``; malformed entries are skipped one by one, as for addresses,
     and so is a range that overlaps one with a lower start (IANA's ranges never overlap)."""
-    if not isinstance(document, dict) or not isinstance(document.get("services"), list):
-        raise UpstreamError("the RDAP bootstrap asn.json has no 'services' list")
     entries: list[tuple[int, int, str]] = []
-    for service in document["services"]:
-        if not isinstance(service, list) or len(service) < 2:
-            continue
-        ranges, urls = service[0], service[1]
-        if not isinstance(ranges, list) or not isinstance(urls, list):
-            continue
-        url = choose_base_url(urls)
-        if url is None:
-            continue
+    for ranges, url in _services(document, "asn.json"):
         for text in ranges:
             span = _asn_range(text)
             if span is not None:
