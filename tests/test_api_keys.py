@@ -25,7 +25,7 @@ import pytest
 from ipintel.infra.limiter import Quota
 from ipintel.settings import Settings
 from ipintel.web.api_keys import KeyFileError, parse_key_file
-from tests.support.app import ROOT, running_app, server_process, settings_env
+from tests.support.app import ROOT, running_app, server_process, settings_env, wait_for
 from tests.support.clock import FakeClock
 from tests.support.mcp import JSON_HEADERS, answers_of, error_of
 from tests.support.redis import RedisServer, require_redis
@@ -54,15 +54,6 @@ def write_keys(path: Path, *lines: str) -> Path:
 
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +19,7 @@ import httpx
 import pytest
 
 from ipintel.settings import Settings
-from tests.support.app import running_app, server_process
+from tests.support.app import running_app, server_process, sigterm_with_a_request_in_flight, wait_for
 from tests.support.dns_server import DnsServer
 from tests.support.mmdb import city_record, write_city_db
 
@@ -33,15 +32,6 @@ def replace_db(target: Path, networks: dict[str, dict[str, Any]]) -> None:
     """Write a new database beside ``target`` and rename it over, as scripts/fetch-geoip does."""
     fresh = write_city_db(target.with_name(f".new-{time.monotonic_ns()}.mmdb"), networks)
     os.replace(fresh, target)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def base_env(city: Path, **extra: str) -> dict[str, str]:
@@ -78,26 +68,10 @@ def test_sigterm_lets_the_request_in_flight_finish_then_exits_0(city: Path, slow
     # The DNS timeout is well above the upstream's delay: the request is slow, not failing.
     env = base_env(city, IPINTEL_DNS_SERVERS=slow_dns.env, IPINTEL_DNS_TIMEOUT="10")
     with server_process(env) as (client, proc):
-        port = client.base_url.port
-        result: dict[str, httpx.Response] = {}
-        request = threading.Thread(target=lambda: result.update(slow=client.get("/dns/slow.example")))
-        request.start()
-        assert wait_for(lambda: slow_dns.count("slow.example", "A") >= 1), "the request never reached the upstream"
-        proc.send_signal(signal.SIGTERM)
-
-        def refused() -> bool:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            except OSError:
-                return True
-            return False
-
-        assert wait_for(refused, timeout=1.0), "new connections are refused once SIGTERM arrived"
-        assert proc.poll() is None, "the process waits for the request in flight"
-        request.join(timeout=15)
-        assert proc.wait(timeout=15) == 0
+        response = sigterm_with_a_request_in_flight(
+            client, proc, "/dns/slow.example", lambda: slow_dns.count("slow.example", "A") >= 1
+        )
         output = proc.stdout.read().decode() if proc.stdout else ""
-    response = result["slow"]
     assert response.status_code == 200
     assert [r["data"] for r in response.json()["data"]["records"]] == ["192.0.2.10"]
     assert "SIGTERM: draining" in output

@@ -15,7 +15,7 @@ from ipintel.api.mcp.envelope import decode_header_value
 from ipintel.schema_files import load_schema
 from ipintel.settings import Settings
 from tests.support.app import running_app
-from tests.support.mcp import JSON_HEADERS, answers_of, check_transport, post
+from tests.support.mcp import JSON_HEADERS, TOOL_ORDER, answers_of, check_transport, post
 
 MODERN = "2026-07-28"
 ALL_VERSIONS = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
@@ -87,17 +87,7 @@ async def test_tools_list_is_cacheable_and_every_tool_has_title_and_annotations(
         result = complete(await modern(client, "tools/list", {"cursor": "ignored"}))
     assert result["ttlMs"] > 0 and result["cacheScope"] == "public"
     tools = {tool["name"]: tool for tool in result["tools"]}
-    assert list(tools) == [
-        "lookup_ip",
-        "whois_ip",
-        "lookup_dns",
-        "check_blacklist",
-        "detect_vpn",
-        "calculate_cidr",
-        "profile_ip",
-        "lookup_ips",
-        "lookup_asn",
-    ]
+    assert list(tools) == TOOL_ORDER
     for name, tool in tools.items():
         assert tool["title"]
         hints = tool["annotations"]

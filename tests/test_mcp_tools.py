@@ -26,21 +26,11 @@ from ipintel.settings import Settings
 from tests.support.app import running_app
 from tests.support.dns_server import DnsServer
 from tests.support.dnsbl import healthy_list
-from tests.support.mcp import call_tool, error_of, listed_tools, post, rpc
+from tests.support.mcp import TOOL_ORDER, call_tool, error_of, listed_tools, post, rpc
 from tests.support.rdap_server import RdapServer, Reply, rdap_fixture
 from tests.support.reputation_server import ReputationServer
 
-ORDER = [
-    "lookup_ip",
-    "whois_ip",
-    "lookup_dns",
-    "check_blacklist",
-    "detect_vpn",
-    "calculate_cidr",
-    "profile_ip",
-    "lookup_ips",
-    "lookup_asn",
-]
+ORDER = TOOL_ORDER
 # The tools whose arguments are all plain strings: they have the quick argument check (plain_object_check).
 PLAIN = ["lookup_ip", "whois_ip", "lookup_dns", "check_blacklist", "detect_vpn", "calculate_cidr", "lookup_asn"]
 

@@ -13,16 +13,14 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
 from ipintel.settings import ConfigError, Settings
-from tests.support.app import ROOT, server_process, settings_env
+from tests.support.app import ROOT, server_process, settings_env, sigterm_with_a_request_in_flight, wait_for
 from tests.support.dns_server import DnsServer
 from tests.support.mmdb import city_record, write_city_db
 
@@ -50,15 +48,6 @@ def env_for(city: Path, **extra: str) -> dict[str, str]:
 @pytest.fixture
 def city(tmp_path: Path) -> Path:
     return write_city_db(tmp_path / "city.mmdb", OLD)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 # What the kernel knows -----------------------------------------------------------------------
@@ -197,25 +186,11 @@ def test_sigterm_drains_every_worker_then_exits_0(city: Path, dns: DnsServer) ->
         assert port is not None
         assert wait_for(lambda: listening(port) == 2, timeout=30)
         workers = children(proc.pid)
-        result: dict[str, httpx.Response] = {}
-        request = threading.Thread(target=lambda: result.update(slow=client.get("/dns/slow.example")))
-        request.start()
-        assert wait_for(lambda: dns.count("slow.example", "A") >= 1), "the request never reached the upstream"
-        proc.send_signal(signal.SIGTERM)
-
-        def refused() -> bool:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            except OSError:
-                return True
-            return False
-
-        assert wait_for(refused, timeout=1.0), "new connections are refused once SIGTERM arrived"
-        assert proc.poll() is None, "the supervisor waits for the worker with a request in flight"
-        request.join(timeout=15)
-        assert proc.wait(timeout=15) == 0
+        answer = sigterm_with_a_request_in_flight(
+            client, proc, "/dns/slow.example", lambda: dns.count("slow.example", "A") >= 1
+        )
         output = output_of(proc)
-    assert result["slow"].status_code == 200
+    assert answer.status_code == 200
     assert not any(alive(pid) for pid in workers), "no worker outlives the supervisor"
     assert output.count("SIGTERM: draining") == 2, "each worker drained"
     assert "all workers stopped" in output

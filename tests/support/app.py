@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +172,41 @@ def server_process(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` every 50 ms until it holds or ``timeout`` seconds pass; its last answer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def sigterm_with_a_request_in_flight(
+    client: httpx.Client, proc: subprocess.Popen[bytes], path: str, reached: Callable[[], bool]
+) -> httpx.Response:
+    """Send ``proc`` SIGTERM while a GET of ``path`` is under way (``reached``: its upstream has been asked),
+    and check the drain: new connections are refused at once, the process waits for the request, which
+    is answered, and it then exits 0. Returns that answer."""
+    port = client.base_url.port
+    assert port is not None
+    result: dict[str, httpx.Response] = {}
+    request = threading.Thread(target=lambda: result.update(answer=client.get(path)))
+    request.start()
+    assert wait_for(reached), "the request never reached the upstream"
+    proc.send_signal(signal.SIGTERM)
+
+    def refused() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        except OSError:
+            return True
+        return False
+
+    assert wait_for(refused, timeout=1.0), "new connections are refused once SIGTERM arrived"
+    assert proc.poll() is None, "the server waits for the request in flight"
+    request.join(timeout=15)
+    assert proc.wait(timeout=15) == 0
+    return result["answer"]

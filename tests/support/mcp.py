@@ -21,6 +21,19 @@ from ipintel.schema_files import load_schema
 _RESPONSE = Draft202012Validator(load_schema("mcp/response"))
 _ids = itertools.count(1)
 
+# The tools, in the fixed order tools/list gives them (docs/MCP.md#tools).
+TOOL_ORDER = [
+    "lookup_ip",
+    "whois_ip",
+    "lookup_dns",
+    "check_blacklist",
+    "detect_vpn",
+    "calculate_cidr",
+    "profile_ip",
+    "lookup_ips",
+    "lookup_asn",
+]
+
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
