@@ -30,9 +30,9 @@ from common import (
     PIDS,
     ROOT,
     Load,
-    city_db,
     compare,
     errors,
+    ipintel_env,
     ipintel_server,
     load,
     median_rps,
@@ -52,15 +52,8 @@ LIMITS_OFF = {"IPINTEL_RATE_LIMITS": "off"}
 
 def _loop_server(worker_class: str) -> contextlib.AbstractContextManager[int]:
     """ipintel on ``worker_class``, pinned, with the settings of :func:`common.ipintel_server`."""
-    env = {
-        "IPINTEL_GEOIP_CITY_DB": str(city_db()),
-        "IPINTEL_LOG_FORMAT": "json",
-        "IPINTEL_FEEDS": "off",
-        "IPINTEL_DNS_SERVERS": "127.0.0.1:9",
-        "IPINTEL_DNS_TIMEOUT": "0.2",
-        "IPINTEL_RATE_LIMITS": "general=1000000,dns=1000000,registry=1000000",
-    }
-    return server([sys.executable, str(ROOT / "bench" / "bench_workers.py"), "serve", worker_class], env, pin=True)
+    command = [sys.executable, str(ROOT / "bench" / "bench_workers.py"), "serve", worker_class]
+    return server(command, ipintel_env(), pin=True)
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -105,8 +105,10 @@ def server(cmd: list[str], env: dict[str, str] | None = None, *, pin: bool = Fal
             proc.wait()
 
 
-def ipintel_server(env: dict[str, str] | None = None, *, pin: bool = False) -> contextlib.AbstractContextManager[int]:
-    base = {
+def ipintel_env() -> dict[str, str]:
+    """The settings every benchmarked ipintel server runs with: the city database, no feeds, no DNS
+    server to reach, limits too high to refuse anything."""
+    return {
         "IPINTEL_GEOIP_CITY_DB": str(city_db()),
         "IPINTEL_LOG_FORMAT": "json",
         "IPINTEL_FEEDS": "off",
@@ -114,8 +116,10 @@ def ipintel_server(env: dict[str, str] | None = None, *, pin: bool = False) -> c
         "IPINTEL_DNS_TIMEOUT": "0.2",
         "IPINTEL_RATE_LIMITS": "general=1000000,dns=1000000,registry=1000000",
     }
-    base.update(env or {})
-    return server([sys.executable, "-m", "ipintel"], base, pin=pin)
+
+
+def ipintel_server(env: dict[str, str] | None = None, *, pin: bool = False) -> contextlib.AbstractContextManager[int]:
+    return server([sys.executable, "-m", "ipintel"], {**ipintel_env(), **(env or {})}, pin=pin)
 
 
 def bare_server(api_headers: bool = False, *, pin: bool = False) -> contextlib.AbstractContextManager[int]:
