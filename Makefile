@@ -35,9 +35,10 @@ lock:
 	  "$$tmp/venv/bin/python" -m pip freeze --all --exclude-editable | grep -v -E '^(setuptools|wheel)=='; \
 	} > "$$tmp/lock" && mv "$$tmp/lock" $(LOCK) && echo "$(LOCK) written; now make test"
 
-## run: install, fetch the default GeoIP database when none is configured, serve on 127.0.0.1:8080
+## run: install, fetch the default City and AS databases (each unless configured, and unless the copy in the data
+## directory is younger than two publishing intervals), serve on 127.0.0.1:8080
 run: $(STAMP)
-	@if [ -z "$$IPINTEL_GEOIP_CITY_DB" ]; then $(PY) scripts/fetch-geoip "$(DATA_DIR)"; fi
+	$(PY) scripts/fetch-geoip "$(DATA_DIR)"
 	$(PY) -m ipintel
 
 ## api-key: a new API key (NAME=<name>, optional LIMITS=general=N,dns=N,registry=N): the key on standard error,
@@ -47,7 +48,7 @@ api-key:
 	@if [ -z "$(NAME)" ]; then echo "make api-key NAME=<name> [LIMITS=general=N,dns=N,registry=N]" >&2; exit 2; fi
 	@$(PYTHON) scripts/api-key "$(NAME)" $(LIMITS)
 
-## geoip: (re)fetch the default GeoIP database into the data directory
+## geoip: ask every source for the default databases again; a copy replaces the live one only when it is newer
 geoip: $(STAMP)
 	$(PY) scripts/fetch-geoip --force "$(DATA_DIR)"
 

@@ -22,13 +22,10 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
-import maxminddb
-import mmdb_writer
 import pytest
 
 from ipintel.__main__ import hypercorn_config
 from ipintel.settings import Settings
-from tests.support.mmdb import write_city_db
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "k8s/base"
@@ -540,40 +537,3 @@ def test_make_image_says_clearly_when_there_is_no_container_engine(tmp_path: Pat
     )
     assert result.returncode != 0
     assert "no usable container engine" in result.stderr
-
-
-# GeoIP refresh --------------------------------------------------------------------------------
-
-
-def _db_built_at(path: Path, epoch: int, city: str, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(mmdb_writer.time, "time", lambda: float(epoch))
-    return write_city_db(path, {"8.8.8.0/24": {"city": {"names": {"en": city}}}})
-
-
-def _city(path: Path) -> str:
-    with maxminddb.open_database(str(path)) as reader:
-        record = reader.get("8.8.8.8")
-    assert isinstance(record, dict)
-    return str(record["city"]["names"]["en"])
-
-
-def test_refresh_installs_only_a_newer_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    refresh = load_script("refresh-geoip")
-    live = _db_built_at(tmp_path / "live.mmdb", 1_700_000_000, "Current", monkeypatch)
-
-    older = _db_built_at(tmp_path / "older.mmdb", 1_600_000_000, "Older", monkeypatch)
-    assert refresh.install_if_newer(older, live) is False
-    assert _city(live) == "Current" and not older.exists()
-
-    broken = tmp_path / "broken.mmdb"
-    broken.write_bytes(b"not a database")
-    assert refresh.install_if_newer(broken, live) is False
-    assert _city(live) == "Current" and not broken.exists()
-
-    newer = _db_built_at(tmp_path / "newer.mmdb", 1_800_000_000, "Newer", monkeypatch)
-    assert refresh.install_if_newer(newer, live) is True
-    assert _city(live) == "Newer" and not newer.exists()
-
-    missing = tmp_path / "missing.mmdb"
-    first = _db_built_at(tmp_path / "first.mmdb", 1_600_000_000, "First", monkeypatch)
-    assert refresh.install_if_newer(first, missing) is True, "anything readable beats no database"
