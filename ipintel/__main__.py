@@ -67,12 +67,13 @@ def main(argv: list[str] | None = None, *, worker_class: str | None = None) -> i
         return 2
     # A .mmdb file that is there but cannot serve (corrupt, or none of the fields its kind needs) stops the
     # start: it would answer null fields while /readyz said ok (docs/CONFIGURATION.md#geoip-databases).
-    refusals = app.state.intel.open_databases()
+    supervisor = worker is None and settings.workers > 1  # checks the files; its workers serve them
+    refusals = app.state.intel.open_databases(index=not supervisor)
     if refusals:
         for refusal in refusals:
             print(f"ipintel: refused {refusal}", file=sys.stderr)
         return 2
-    if worker is None and settings.workers > 1:
+    if supervisor:
         app.state.intel.databases.close()
         del app  # only built to find a configuration error (or a refused database) before any worker starts
         from ipintel.supervisor import supervise

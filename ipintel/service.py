@@ -171,10 +171,11 @@ class Intel:
             await self.shared.close()
         self.databases.close()
 
-    def open_databases(self) -> list[str]:
-        """Open every .mmdb file; the refusals, each a sentence (``python -m ipintel`` exits 2 on one)."""
+    def open_databases(self, *, index: bool = True) -> list[str]:
+        """Open every .mmdb file; the refusals, each a sentence (``python -m ipintel`` exits 2 on one).
+        ``index``: build the ASN index too (not in a supervisor, which only checks the files)."""
         self.databases_opened = True
-        refusals = self.databases.load()
+        refusals = self.databases.load(index=index)
         for db in self.databases.all():
             if db.stale():
                 log.warning(

@@ -328,3 +328,24 @@ async def test_openapi_describes_the_route(settings: Settings) -> None:
         operation = _schema_of((await client.get("/openapi.json")).json())
     assert operation["operationId"] == "lookupAsn"
     assert {"200", "400", "404", "429", "502", "504"} <= operation["responses"].keys()
+
+
+async def test_the_index_is_built_after_the_load_and_waited_for_with_a_bound(tmp_path: Path) -> None:
+    """The AS -> networks walk takes seconds for a real ASN file (issue 22: 5 s at start for 11 MB), so the
+    load returns first and the index follows in a thread; /asn waits for it, within a bound."""
+    import threading
+
+    release = threading.Event()
+
+    def slow(reader: object) -> asn_capability.AsnPrefixes | None:
+        release.wait(10)
+        return asn_capability.AsnPrefixes.build(reader)  # type: ignore[arg-type]
+
+    db = MmdbFile(write_asn_db(tmp_path / "asn.mmdb"), kind="asn", indexer=slow)
+    assert db.load() and db.loaded  # answers lookups while the index is being built
+    assert db.index is None
+    assert await db.wait_index(0.05) is None  # not built within the bound: prefixes are null, not late
+    waiting = asyncio.create_task(db.wait_index(10))
+    release.set()
+    index = await waiting
+    assert isinstance(index, asn_capability.AsnPrefixes) and index.prefixes(15169)

@@ -136,8 +136,9 @@ class MmdbFile:
         """An optional file that is not there (and never was loaded): not an error."""
         return self.optional and self._opened is None and not self.path.exists()
 
-    def load(self) -> bool:
-        """Open (or re-open) the file; keep the previous reader on failure. Returns success."""
+    def load(self, *, index: bool = True) -> bool:
+        """Open (or re-open) the file; keep the previous reader on failure. Returns success. ``index``:
+        start building the indexer's result (not when the file is only opened to be checked)."""
         with self._lock:
             try:
                 stat = os.stat(self.path)
@@ -170,8 +171,8 @@ class MmdbFile:
                         "; the previous file stays loaded" if self._opened else "",
                     )
                     return False
-            index = self._start_index(reader)
-            old, self._opened = self._opened, _Opened(reader, stat.st_mtime_ns, stat.st_size, index)
+            built = self._start_index(reader) if index else None
+            old, self._opened = self._opened, _Opened(reader, stat.st_mtime_ns, stat.st_size, built)
             self.last_error = None
             self.generation += 1
         log.info("opened %s database %s (%s, built %s)", self.kind, self.path, database_type, self.build_date)
@@ -425,11 +426,11 @@ class GeoDatabases:
         """Every configured file, kind by kind, in order."""
         return [f for s in self._sets for f in s.files]
 
-    def load(self) -> list[str]:
+    def load(self, *, index: bool = True) -> list[str]:
         """Open every file; the refusals (a file there that could not be used), each a sentence."""
         refusals = []
         for db in self.all():
-            if not db.load() and db.last_error is not None and db.path.exists():
+            if not db.load(index=index) and db.last_error is not None and db.path.exists():
                 refusals.append(f"the {db.kind} database {db.path}: {db.last_error}")
         return refusals
 
