@@ -134,6 +134,17 @@ async def test_ip_location_db_country_files(settings: Settings) -> None:
         assert (await lookup(settings.replace(geoip_city_db=files), "8.8.8.8"))["country"] == "US"
 
 
+async def test_the_first_file_with_a_record_answers(settings: Settings) -> None:
+    country, city = maxmind("GeoIP2-Country-Test"), maxmind("GeoIP2-City-Test")
+    first_country = await lookup(settings.replace(geoip_city_db=(country, city)), "81.2.69.142")
+    first_city = await lookup(settings.replace(geoip_city_db=(city, country)), "81.2.69.142")
+    assert (first_country["country"], first_country["city"]) == ("GB", None)
+    assert (first_city["country"], first_city["city"]) == ("GB", "London")
+    # An address only the second file has is answered by it.
+    only_country = await lookup(settings.replace(geoip_city_db=(city, country)), "50.114.0.1")
+    assert only_country["country"] == "US"
+
+
 async def test_ipinfo_lite_serves_as_country_and_as_source(settings: Settings) -> None:
     """IPinfo's own sample of its Lite file (country and AS in one record), as both databases."""
     path = ipinfo("ipinfo_lite_sample")
