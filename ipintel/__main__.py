@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None, *, worker_class: str | None = None) -> i
     # A .mmdb file that is there but cannot serve (corrupt, or none of the fields its kind needs) stops the
     # start: it would answer null fields while /readyz said ok (docs/CONFIGURATION.md#geoip-databases).
     supervisor = worker is None and settings.workers > 1  # checks the files; its workers serve them
-    refusals = app.state.intel.open_databases(index=not supervisor)
+    refusals = app.state.intel.open_databases(index=False)  # the index is built once serving (Intel.start)
     if refusals:
         for refusal in refusals:
             print(f"ipintel: refused {refusal}", file=sys.stderr)

@@ -154,7 +154,9 @@ class Intel:
 
     async def start(self) -> None:
         if not self.databases_opened:  # python -m ipintel opened them before serving (open_databases)
-            self.open_databases()
+            self.open_databases(index=False)
+        # The ASN file's AS -> networks walk (seconds) in a thread, once the rest of the start is done.
+        self.databases.start_indexes()
         await self.http.start()
         if self.shared is not None:
             await self.shared.start()  # never fails: a Redis that is down is reported, and used once it answers
@@ -173,7 +175,7 @@ class Intel:
 
     def open_databases(self, *, index: bool = True) -> list[str]:
         """Open every .mmdb file; the refusals, each a sentence (``python -m ipintel`` exits 2 on one).
-        ``index``: build the ASN index too (not in a supervisor, which only checks the files)."""
+        ``index``: build the ASN index now too (:meth:`start` does it otherwise)."""
         self.databases_opened = True
         refusals = self.databases.load(index=index)
         for db in self.databases.all():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import itertools
 import logging
 import os
@@ -180,6 +181,13 @@ class MmdbFile:
         # map. Dropping the reference lets the garbage collector unmap it.
         del old
         return True
+
+    def start_index(self) -> None:
+        """Build the loaded file's index now, if it was loaded without one (``load(index=False)``)."""
+        with self._lock:
+            opened = self._opened
+            if opened is not None and opened.index is None and self.indexer is not None:
+                self._opened = dataclasses.replace(opened, index=self._start_index(opened.reader))
 
     def _start_index(self, reader: maxminddb.Reader) -> concurrent.futures.Future[Any] | None:
         """The indexer's result for a newly opened reader, built in a thread of its own: ``None`` in the
@@ -433,6 +441,12 @@ class GeoDatabases:
             if not db.load(index=index) and db.last_error is not None and db.path.exists():
                 refusals.append(f"the {db.kind} database {db.path}: {db.last_error}")
         return refusals
+
+    def start_indexes(self) -> None:
+        """Build the indexes the files were loaded without (the start opens them first, so that a refusal
+        stops it before anything else, and indexes once the service is about to serve)."""
+        for db in self.all():
+            db.start_index()
 
     def close(self) -> None:
         for db in self.all():
