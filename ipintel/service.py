@@ -182,7 +182,7 @@ class Intel:
             if db.stale():
                 log.warning(
                     "the %s database %s was built %s, %.0f days ago: stale (over %.0f days); refresh it "
-                    "(README, Refreshing the databases)",
+                    "(README, Reloading the databases)",
                     db.kind,
                     db.path,
                     db.build_date,
