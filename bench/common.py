@@ -45,6 +45,13 @@ def city_db() -> Path:
     return write_city_db(WORK / "city.mmdb")
 
 
+def asn_db() -> Path | None:
+    """The default ASN database when fetched (scripts/fetch-geoip), else None: an ASN file of real size
+    cannot be written quickly here."""
+    real = ROOT / "data" / "dbip-asn-lite.mmdb"
+    return real if real.exists() else None
+
+
 def _wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -65,8 +65,17 @@ def main(argv: list[str] | None = None, *, worker_class: str | None = None) -> i
     except ConfigError as exc:  # settings that parse but cannot work, e.g. a DNSBL zone that is no DNS name
         print(f"ipintel: configuration error: {exc}", file=sys.stderr)
         return 2
-    if worker is None and settings.workers > 1:
-        del app  # only built to find a configuration error before any worker starts
+    # A .mmdb file that is there but cannot serve (corrupt, or none of the fields its kind needs) stops the
+    # start: it would answer null fields while /readyz said ok (docs/CONFIGURATION.md#geoip-databases).
+    supervisor = worker is None and settings.workers > 1  # checks the files; its workers serve them
+    refusals = app.state.intel.open_databases(index=False)  # the index is built once serving (Intel.start)
+    if refusals:
+        for refusal in refusals:
+            print(f"ipintel: refused {refusal}", file=sys.stderr)
+        return 2
+    if supervisor:
+        app.state.intel.databases.close()
+        del app  # only built to find a configuration error (or a refused database) before any worker starts
         from ipintel.supervisor import supervise
 
         return supervise(settings.host, settings.port, settings.workers, config.graceful_timeout)

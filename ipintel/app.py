@@ -103,7 +103,10 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await intel.start()
         if not intel.ready:
-            log.warning("no GeoIP database loaded from %s: /ip answers 503 until one is", settings.city_db_path)
+            log.warning(
+                "no GeoIP database loaded from %s: /ip answers 503 until one is",
+                ", ".join(str(p) for p in settings.city_db_paths),
+            )
         db_watcher.start()
         if api_keys is not None:
             api_keys.start()  # reloads the key file when it is replaced (and on SIGHUP, wired by __main__)

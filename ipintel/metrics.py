@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -289,19 +290,39 @@ class StateCollector(Collector):
     def _databases(self) -> Iterator[Metric]:
         databases = getattr(self.intel, "databases", None)
         if databases is not None:
+            labels = ["kind", "path"]  # several files may serve one kind (IPv4 and IPv6 published apart)
             built = GaugeMetricFamily(
                 "ipintel_geoip_database_build_timestamp_seconds",
                 "When the loaded .mmdb file was built (its metadata's build_epoch).",
-                labels=["kind"],
+                labels=labels,
+            )
+            age = GaugeMetricFamily(
+                "ipintel_geoip_database_age_seconds", "Seconds since the loaded .mmdb file was built.", labels=labels
+            )
+            max_age = GaugeMetricFamily(
+                "ipintel_geoip_database_max_age_seconds",
+                "The age past which the .mmdb file is stale (IPINTEL_GEOIP_MAX_AGE, else twice its publisher's "
+                "interval).",
+                labels=labels,
+            )
+            stale = GaugeMetricFamily(
+                "ipintel_geoip_database_stale", "1 when the loaded .mmdb file is older than its max age.", labels=labels
             )
             loaded = GaugeMetricFamily(
-                "ipintel_geoip_database_loaded", "1 when the .mmdb file is loaded, else 0.", labels=["kind"]
+                "ipintel_geoip_database_loaded", "1 when the .mmdb file is loaded, else 0.", labels=labels
             )
+            now = time.time()
             for db in databases.all():
-                loaded.add_metric([db.kind], 1 if db.loaded else 0)
+                if db.absent:  # a default file not fetched: not configured, so no series
+                    continue
+                key = [db.kind, str(db.path)]
+                loaded.add_metric(key, 1 if db.loaded else 0)
+                max_age.add_metric(key, db.max_age)
                 if db.build_epoch is not None:
-                    built.add_metric([db.kind], db.build_epoch)
-            yield from (built, loaded)
+                    built.add_metric(key, db.build_epoch)
+                    age.add_metric(key, db.age(now) or 0.0)
+                    stale.add_metric(key, 1 if db.stale(now) else 0)
+            yield from (built, age, max_age, stale, loaded)
         reloads = getattr(self.watcher, "reloads", None)
         if isinstance(reloads, Mapping):
             family = CounterMetricFamily(

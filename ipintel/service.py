@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ipintel import addresses
-from ipintel.capabilities import blacklist, cidr, dns, geoip, profile, reputation, vpn, whois
+from ipintel.capabilities import blacklist, cidr, dns, geoip, layouts, profile, reputation, vpn, whois
 from ipintel.capabilities.asn import AsnPrefixes, AsnSource, MmdbAsnSource
 from ipintel.capabilities.cymru import CymruAsnSource
 from ipintel.errors import ApiError
@@ -32,6 +32,10 @@ from ipintel.infra.upstream import HttpClient
 from ipintel.settings import Settings
 
 log = logging.getLogger("ipintel.service")
+
+# Seconds GET /asn/{asn} waits for the ASN database's AS -> networks index, built in the background after
+# a (re)load (a few seconds for a large file); past it ``prefixes`` is null (docs/API.md#as-record).
+INDEX_WAIT = 10.0
 
 
 class Intel:
@@ -72,7 +76,11 @@ class Intel:
             vpn.AnonymousIpSource(databases.anonymous),
             vpn.ConnectionTypeSource(databases.connection),
             vpn.FeedSource(self.feeds),
-            vpn.AsnClassSource(asn_source, vpn.AsnClasses.shipped(), local=isinstance(asn_source, MmdbAsnSource)),
+            vpn.AsnClassSource(
+                asn_source,
+                vpn.AsnClasses.shipped(),
+                local=databases.asn is not None and any(f.path.exists() for f in databases.asn.files),
+            ),
             vpn.PtrKeywordSource(self.resolver, timeout=min(settings.dns_timeout, 1.0)),
         ]
         # DNSBL zones (Spamhaus through DQS when keyed), their RFC 5782 self-tests in the background,
@@ -105,29 +113,32 @@ class Intel:
             "ptr": profile.Part("ptr", Quota.DNS, lambda ip, batch: self.reverse_dns(ip)),
         }
         self._geo_generation = 0
+        self.databases_opened = False
 
     @classmethod
     def from_settings(cls, settings: Settings, *, clock: cache.Clock = time.monotonic) -> Intel:
         """``clock`` (monotonic seconds) drives cache lifetimes; tests pass a fake one."""
         databases = GeoDatabases(
-            settings.city_db_path,
-            asn=settings.geoip_asn_db,
+            settings.city_db_paths,
+            asn=settings.asn_db_paths,
             anonymous=settings.geoip_anonymous_db,
             connection=settings.geoip_connection_db,
-            # The AS -> networks index of /asn/{asn} (docs/API.md#as-record), built at each (re)load.
+            # The AS -> networks index of /asn/{asn} (docs/API.md#as-record), built after each (re)load.
             asn_indexer=AsnPrefixes.build,
+            # What each kind's records must give, in the layouts ipintel reads; a file giving none is refused.
+            checks=layouts.NEEDS,
+            optional=settings.default_db_kinds,
+            max_age=settings.geoip_max_age,
         )
         # One statistics object for every upstream client (HTTP and DNS): /metrics reads it.
         stats = UpstreamStats()
         resolver = Resolver(settings.dns_servers, settings.dns_timeout, stats=stats)
         # Shared state (docs/API.md#caching): the upstream caches and the buckets in Redis, when configured.
         shared = SharedStore(settings.redis_url, timeout=settings.redis_timeout) if settings.redis_url else None
-        # An ASN .mmdb when configured, otherwise Team Cymru's DNS interface (docs/API.md#geoip).
-        asn_source: AsnSource = (
-            MmdbAsnSource(databases.asn)
-            if databases.asn
-            else CymruAsnSource(resolver, settings.cymru_zone, shared=shared)
-        )
+        # An ASN .mmdb when configured (or the default one fetched), otherwise Team Cymru's DNS interface
+        # (docs/API.md#geoip), which also answers while the default file is not there.
+        cymru = CymruAsnSource(resolver, settings.cymru_zone, shared=shared)
+        asn_source: AsnSource = MmdbAsnSource(databases.asn, fallback=cymru) if databases.asn else cymru
         return cls(
             settings,
             databases=databases,
@@ -142,7 +153,10 @@ class Intel:
     # Lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
-        self.databases.load()
+        if not self.databases_opened:  # python -m ipintel opened them before serving (open_databases)
+            self.open_databases(index=False)
+        # The ASN file's AS -> networks walk (seconds) in a thread, once the rest of the start is done.
+        self.databases.start_indexes()
         await self.http.start()
         if self.shared is not None:
             await self.shared.start()  # never fails: a Redis that is down is reported, and used once it answers
@@ -159,20 +173,37 @@ class Intel:
             await self.shared.close()
         self.databases.close()
 
+    def open_databases(self, *, index: bool = True) -> list[str]:
+        """Open every .mmdb file; the refusals, each a sentence (``python -m ipintel`` exits 2 on one).
+        ``index``: build the ASN index now too (:meth:`start` does it otherwise)."""
+        self.databases_opened = True
+        refusals = self.databases.load(index=index)
+        for db in self.databases.all():
+            if db.stale():
+                log.warning(
+                    "the %s database %s was built %s, %.0f days ago: stale (over %.0f days); refresh it "
+                    "(README, Reloading the databases)",
+                    db.kind,
+                    db.path,
+                    db.build_date,
+                    (db.age() or 0) / 86_400,
+                    db.max_age / 86_400,
+                )
+        return refusals
+
     @property
     def ready(self) -> bool:
-        return self.databases.city.loaded
+        return self.databases.city.ready
 
     def readiness(self) -> dict[str, Any]:
         """What /readyz reports: each database's state (and later, feeds')."""
         checks: dict[str, Any] = {}
+        seen: dict[str, int] = {}
         for db in self.databases.all():
-            checks[f"geoip_{db.kind}"] = {
-                "status": "ok" if db.loaded else "unavailable",
-                "path": str(db.path),
-                "buildEpoch": db.build_epoch,
-                **({"error": db.last_error} if db.last_error else {}),
-            }
+            # geoip_city, then geoip_city_2, ... for the further files of a kind (docs/API.md#operations).
+            seen[db.kind] = seen.get(db.kind, 0) + 1
+            name = f"geoip_{db.kind}" + (f"_{seen[db.kind]}" if seen[db.kind] > 1 else "")
+            checks[name] = db.health()
         # Feeds are reported, but readiness does not depend on them: a verdict without them is
         # still an answer, with lower confidence.
         for name, health in self.feed_health().items():
@@ -206,8 +237,13 @@ class Intel:
 
     async def _geoip(self, address: addresses.IPAddress, *, ttl: float | None) -> dict[str, Any]:
         async def load() -> dict[str, Any]:
+            asn_db = self.databases.asn
             return await geoip.lookup(
-                address, city_db=self.databases.city, asn=self.asn_source, timezones=self.timezones
+                address,
+                city_db=self.databases.city,
+                asn=self.asn_source,
+                timezones=self.timezones,
+                asn_in_record=asn_db is None or not asn_db.loaded,
             )
 
         def lifetime(record: dict[str, Any]) -> float | None:
@@ -264,12 +300,14 @@ class Intel:
             ttl=cache.WHOIS_TTL,
             error_ttl=cache.negative_error_ttl,
         )
-        return {**record, "prefixes": self.asn_prefixes(number)}
+        return {**record, "prefixes": await self.asn_prefixes(number)}
 
-    def asn_prefixes(self, number: int) -> list[str] | None:
+    async def asn_prefixes(self, number: int) -> list[str] | None:
         """The networks the ASN database lists for AS ``number``; ``None`` without an indexed ASN database
-        (none configured, not loaded, or too large to index): unknown, never "none"."""
-        index = self.databases.asn.index if self.databases.asn is not None else None
+        (none configured, not loaded, too large to index, or its index not built within
+        :data:`INDEX_WAIT` seconds of the request, just after a start or reload): unknown, never "none"."""
+        asn_db = self.databases.asn
+        index = await asn_db.wait_index(INDEX_WAIT) if asn_db is not None else None
         return index.prefixes(number) if isinstance(index, AsnPrefixes) else None
 
     async def lookup_dns(self, domain: str, type: str | None = "A") -> dict[str, Any]:

@@ -19,6 +19,13 @@ from ipintel.infra.feed_catalogue import FEED_NAMES  # the names IPINTEL_FEED_UR
 from ipintel.infra.limiter import Quota
 
 DEFAULT_CITY_DB_NAME = "dbip-city-lite.mmdb"
+# The files scripts/fetch-geoip writes into the data directory; used when IPINTEL_GEOIP_CITY_DB or
+# IPINTEL_GEOIP_ASN_DB is unset, each only if it exists (docs/CONFIGURATION.md#geoip-databases).
+DEFAULT_CITY_DB_NAMES = (DEFAULT_CITY_DB_NAME, "dbip-city-lite-ipv6.mmdb")
+DEFAULT_ASN_DB_NAMES = ("dbip-asn-lite.mmdb",)
+
+# One path or several (asked in order, the first record wins); None: the default, where there is one.
+DbPaths = Path | tuple[Path, ...] | None
 
 # Alive, free-for-modest-use DNSBLs (docs/API.md#blacklist). Dead lists (SORBS, NiX Spam)
 # are deliberately absent: a dead list either lists everything or nothing.
@@ -46,10 +53,13 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     data_dir: Path = Path("data")
-    geoip_city_db: Path | None = None  # None: <data_dir>/dbip-city-lite.mmdb
-    geoip_asn_db: Path | None = None
-    geoip_anonymous_db: Path | None = None
-    geoip_connection_db: Path | None = None
+    geoip_city_db: DbPaths = None  # None: <data_dir>/dbip-city-lite.mmdb and dbip-city-lite-ipv6.mmdb
+    geoip_asn_db: DbPaths = None  # None: <data_dir>/dbip-asn-lite.mmdb when it exists, else Team Cymru
+    geoip_anonymous_db: DbPaths = None
+    geoip_connection_db: DbPaths = None
+    # Seconds after its build date past which a .mmdb file is reported stale; None: twice its publisher's
+    # interval (ipintel/infra/freshness.py).
+    geoip_max_age: float | None = None
     dns_servers: tuple[tuple[str, int], ...] = ()  # empty: the system resolver
     dns_timeout: float = 2.0
     dnsbl_zones: tuple[str, ...] = DEFAULT_DNSBL_ZONES
@@ -87,8 +97,24 @@ class Settings:
     redis_timeout: float = 0.05
 
     @property
+    def city_db_paths(self) -> tuple[Path, ...]:
+        return _paths(self.geoip_city_db) or tuple(self.data_dir / name for name in DEFAULT_CITY_DB_NAMES)
+
+    @property
+    def asn_db_paths(self) -> tuple[Path, ...]:
+        return _paths(self.geoip_asn_db) or tuple(self.data_dir / name for name in DEFAULT_ASN_DB_NAMES)
+
+    @property
+    def default_db_kinds(self) -> frozenset[str]:
+        """The kinds whose paths are the defaults: each file need not exist (used when it does)."""
+        return frozenset(
+            kind for kind, value in (("city", self.geoip_city_db), ("asn", self.geoip_asn_db)) if not _paths(value)
+        )
+
+    @property
     def city_db_path(self) -> Path:
-        return self.geoip_city_db or self.data_dir / DEFAULT_CITY_DB_NAME
+        """The first City database path (logs)."""
+        return self.city_db_paths[0]
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -116,7 +142,9 @@ class Settings:
             ("GEOIP_CONNECTION_DB", "geoip_connection_db"),
         ):
             if (v := get(var)) is not None:
-                values[attr] = Path(v)
+                values[attr] = tuple(Path(item) for item in _items(v))
+        if (v := get("GEOIP_MAX_AGE")) is not None:
+            values["geoip_max_age"] = _int("IPINTEL_GEOIP_MAX_AGE", v, 1, 3650) * 86_400.0
         if (v := get("DNS_SERVERS")) is not None:
             values["dns_servers"] = parse_servers(v)
         if (v := get("DNS_TIMEOUT")) is not None:
@@ -249,6 +277,12 @@ def parse_rate_limits(text: str) -> dict[Quota, int] | None:
     for name, value in _assignments("IPINTEL_RATE_LIMITS", text, tuple(Quota), form):
         limits[Quota(name)] = _int("IPINTEL_RATE_LIMITS", value, 1, 1_000_000)
     return limits
+
+
+def _paths(value: DbPaths) -> tuple[Path, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, Path) else tuple(value)
 
 
 def _items(text: str) -> Iterator[str]:

@@ -146,7 +146,7 @@ def test_prefix_index_reads_both_record_shapes_and_both_families(tmp_path: Path)
     )
     db = MmdbFile(path, kind="asn", indexer=asn_capability.AsnPrefixes.build)
     assert db.load()
-    index = db.index
+    index = db.index_now(timeout=10)  # built in the background after the load
     assert isinstance(index, asn_capability.AsnPrefixes)
     assert index.prefixes(13335) == ["1.1.1.0/24", "104.16.0.0/13", "2606:4700::/32"]
     assert index.prefixes(15169) == ["8.8.8.0/24"]
@@ -158,7 +158,7 @@ def test_a_database_too_large_to_index_gives_no_index(tmp_path: Path, monkeypatc
     monkeypatch.setattr(asn_capability, "MAX_INDEXED_NETWORKS", 2)
     db = MmdbFile(write_asn_db(tmp_path / "asn.mmdb"), kind="asn", indexer=asn_capability.AsnPrefixes.build)
     assert db.load()  # the database still answers lookups
-    assert db.index is None
+    assert db.index_now(timeout=10) is None
 
 
 def test_an_indexer_that_fails_leaves_the_database_usable(tmp_path: Path) -> None:
@@ -167,7 +167,7 @@ def test_an_indexer_that_fails_leaves_the_database_usable(tmp_path: Path) -> Non
 
     db = MmdbFile(write_asn_db(tmp_path / "asn.mmdb"), kind="asn", indexer=broken)
     assert db.load()
-    assert db.index is None and db.loaded
+    assert db.index_now(timeout=10) is None and db.loaded
 
 
 # Through the API ------------------------------------------------------------------------------------
@@ -328,3 +328,24 @@ async def test_openapi_describes_the_route(settings: Settings) -> None:
         operation = _schema_of((await client.get("/openapi.json")).json())
     assert operation["operationId"] == "lookupAsn"
     assert {"200", "400", "404", "429", "502", "504"} <= operation["responses"].keys()
+
+
+async def test_the_index_is_built_after_the_load_and_waited_for_with_a_bound(tmp_path: Path) -> None:
+    """The AS -> networks walk takes seconds for a real ASN file (issue 22: 5 s at start for 11 MB), so the
+    load returns first and the index follows in a thread; /asn waits for it, within a bound."""
+    import threading
+
+    release = threading.Event()
+
+    def slow(reader: object) -> asn_capability.AsnPrefixes | None:
+        release.wait(10)
+        return asn_capability.AsnPrefixes.build(reader)  # type: ignore[arg-type]
+
+    db = MmdbFile(write_asn_db(tmp_path / "asn.mmdb"), kind="asn", indexer=slow)
+    assert db.load() and db.loaded  # answers lookups while the index is being built
+    assert db.index is None
+    assert await db.wait_index(0.05) is None  # not built within the bound: prefixes are null, not late
+    waiting = asyncio.create_task(db.wait_index(10))
+    release.set()
+    index = await waiting
+    assert isinstance(index, asn_capability.AsnPrefixes) and index.prefixes(15169)

@@ -144,8 +144,13 @@ async def test_database_build_dates_and_feed_states(settings: Settings, city_db:
     for kind, path in (("city", city_db), ("asn", asn_db)):
         with maxminddb.open_database(str(path)) as reader:
             built = reader.metadata().build_epoch
-        assert value(samples, "ipintel_geoip_database_build_timestamp_seconds", kind=kind) == built
-        assert value(samples, "ipintel_geoip_database_loaded", kind=kind) == 1
+        file = {"kind": kind, "path": str(path)}
+        assert value(samples, "ipintel_geoip_database_build_timestamp_seconds", **file) == built
+        assert value(samples, "ipintel_geoip_database_loaded", **file) == 1
+        # Written by the test just now: seconds old, far from its max age (GeoLite2: 7 days), so not stale.
+        assert 0 <= value(samples, "ipintel_geoip_database_age_seconds", **file) < 3600
+        assert value(samples, "ipintel_geoip_database_max_age_seconds", **file) == 7 * 86_400
+        assert value(samples, "ipintel_geoip_database_stale", **file) == 0
     states = series(samples, "ipintel_feed_status")
     assert sorted(labels["feed"] for labels in states) == sorted(FEED_NAMES), "one state per feed"
     assert all(value(samples, "ipintel_feed_status", **labels) == 1 for labels in states)

@@ -6,33 +6,26 @@ interface (``ipintel.capabilities.cymru``). Callers see only :class:`AsnSource`.
 
 The other way round, AS -> networks (``prefixes`` of ``GET /asn/:asn``,
 docs/API.md#as-record), needs the whole file: :class:`AsnPrefixes` walks an
-ASN ``.mmdb`` once when it loads or reloads.
+ASN ``.mmdb`` once when it loads or reloads, in a background thread (seconds for
+a large file: it must not delay start-up).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import maxminddb
 
 from ipintel.addresses import IPAddress
+from ipintel.capabilities.layouts import AsnInfo, asn_from_record
 from ipintel.infra.memo import BoundedMemo
-from ipintel.infra.mmdb import MmdbFile
+from ipintel.infra.mmdb import MmdbFile, MmdbSet
+
+__all__ = ["AsnInfo", "AsnPrefixes", "AsnSource", "MmdbAsnSource", "asn_from_record"]
 
 log = logging.getLogger("ipintel.asn")
-
-
-@dataclass(frozen=True)
-class AsnInfo:
-    number: int
-    org: str | None
-
-    @property
-    def asn(self) -> str:
-        return f"AS{self.number}"
 
 
 class AsnSource(Protocol):
@@ -43,30 +36,19 @@ class AsnSource(Protocol):
 
 
 class MmdbAsnSource:
-    """ASN ``.mmdb`` files: GeoLite2-ASN and DB-IP ASN Lite use
-    ``autonomous_system_number``/``autonomous_system_organization``; IPinfo's
-    files use ``asn`` (``"AS15169"``) and ``as_name``."""
+    """ASN ``.mmdb`` files in any layout ipintel reads (ipintel/capabilities/layouts.py: GeoLite2-ASN,
+    DB-IP ASN Lite, ip-location-db, IPinfo Lite). While none is loaded (the default file not fetched
+    yet) ``fallback`` answers, Team Cymru's DNS; once one is, a miss in it is final."""
 
-    def __init__(self, db: MmdbFile) -> None:
+    def __init__(self, db: MmdbSet | MmdbFile, fallback: AsnSource | None = None) -> None:
         self.db = db
+        self.fallback = fallback
 
     async def lookup(self, ip: IPAddress) -> AsnInfo | None:
         if not self.db.loaded:
-            return None
+            return await self.fallback.lookup(ip) if self.fallback is not None else None
         record, _ = self.db.lookup(ip)
         return asn_from_record(record) if record else None
-
-
-def asn_from_record(record: dict[str, Any]) -> AsnInfo | None:
-    number = record.get("autonomous_system_number")
-    org = record.get("autonomous_system_organization")
-    if number is None and isinstance(record.get("asn"), str):
-        text = record["asn"].upper().removeprefix("AS")
-        number = int(text) if text.isdigit() else None
-        org = record.get("as_name") or record.get("name")
-    if not isinstance(number, int) or number <= 0:
-        return None
-    return AsnInfo(number, org if isinstance(org, str) and org.strip() else None)
 
 
 # A GeoLite2-ASN file lists about 500,000 networks; past this many the file is not an ASN database we can

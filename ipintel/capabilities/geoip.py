@@ -1,6 +1,7 @@
 """GeoIP (docs/API.md#geoip): where an address is, and which network announces it.
 
-City data comes from a City ``.mmdb``; the time zone from the record or,
+City data comes from a City (or Country) ``.mmdb`` in any layout
+``layouts.py`` reads; the time zone from the record or,
 when the database has none (DB-IP Lite), from the coordinates; ASN fields
 from an :class:`~ipintel.capabilities.asn.AsnSource`, whose failure leaves
 them null and never fails the lookup.
@@ -14,8 +15,9 @@ from typing import Any, cast
 
 from ipintel.addresses import IPAddress
 from ipintel.capabilities.asn import AsnSource
+from ipintel.capabilities.layouts import asn_from_record, geo_fields
 from ipintel.errors import ApiError
-from ipintel.infra.mmdb import MmdbFile
+from ipintel.infra.mmdb import MmdbFile, MmdbSet
 
 
 class TimeZones:
@@ -43,55 +45,39 @@ class TimeZones:
         return cast("str | None", self._get().timezone_at(lng=longitude, lat=latitude))
 
 
-def _name(node: Any) -> str | None:
-    if isinstance(node, dict):
-        names = node.get("names")
-        if isinstance(names, dict):
-            name = names.get("en")
-            if isinstance(name, str) and name:
-                return name
-    return None
-
-
-def _object(value: Any) -> dict[str, Any]:
-    """A record's sub-object, or an empty one when it is missing or not an object."""
-    return value if isinstance(value, dict) else {}
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-async def lookup(ip: IPAddress, *, city_db: MmdbFile, asn: AsnSource, timezones: TimeZones) -> dict[str, Any]:
-    """The GeoIP record of a public address (the caller has checked it is public)."""
+async def lookup(
+    ip: IPAddress,
+    *,
+    city_db: MmdbSet | MmdbFile,
+    asn: AsnSource,
+    timezones: TimeZones,
+    asn_in_record: bool = False,
+) -> dict[str, Any]:
+    """The GeoIP record of a public address (the caller has checked it is public), from a City or Country
+    database in any layout of ipintel/capabilities/layouts.py. ``asn_in_record``: the City record's own AS
+    fields (IPinfo Lite) are used before ``asn`` is asked (no AS database is configured)."""
     if not city_db.loaded:
         raise ApiError("geoip_unavailable", "no GeoIP database is loaded")
     record, prefix_len = city_db.lookup(ip)
     if not record:
         raise ApiError("address_not_found", f"the GeoIP database has no record for {ip}")
 
-    location = _object(record.get("location"))
-    latitude = _number(location.get("latitude"))
-    longitude = _number(location.get("longitude"))
-    timezone = location.get("time_zone") if isinstance(location.get("time_zone"), str) else None
-    if not timezone:
-        timezone = timezones.at(latitude, longitude)
-    country = _object(record.get("country"))
-    iso = country.get("iso_code") if isinstance(country.get("iso_code"), str) else None
-    subdivisions = record.get("subdivisions")
-    region = _name(subdivisions[0]) if isinstance(subdivisions, list) and subdivisions else None
-
-    info = await asn.lookup(ip)
+    fields = geo_fields(record)
+    timezone = fields.timezone or timezones.at(fields.latitude, fields.longitude)
+    # An IPinfo Lite file as the City database carries the AS too: no second source needed for it.
+    info = asn_from_record(record) if asn_in_record else None
+    if info is None:
+        info = await asn.lookup(ip)
     network = ipaddress.ip_network(f"{ip}/{prefix_len}", strict=False) if prefix_len else None
     return {
         "ip": str(ip),
-        "country": iso,
-        "city": _name(record.get("city")),
-        "region": region,
+        "country": fields.country,
+        "city": fields.city,
+        "region": fields.region,
         "timezone": timezone,
-        "latitude": latitude,
-        "longitude": longitude,
-        "isp": info.org if info else None,
+        "latitude": fields.latitude,
+        "longitude": fields.longitude,
+        "isp": (info.isp or info.org) if info else None,
         "asn": info.asn if info else None,
         "org": info.org if info else None,
         "network": str(network) if network else None,

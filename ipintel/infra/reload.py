@@ -11,7 +11,14 @@ the reader it started with and a broken file never replaces a good one):
   is acted on only when the new stat has held still for one more interval, so
   a file copied in place (rather than written aside and renamed) is not opened
   half-written. A file that failed to open is not retried until it changes
-  again, so a bad file costs one warning, not one per interval.
+  again, so a bad file costs one warning, not one per interval. A default file
+  that was not there at start (docs/CONFIGURATION.md#geoip-databases) is
+  loaded the same way once it appears.
+
+A refused file (corrupt, or none of the fields its kind needs) is a failed
+reload: the previous file stays loaded, the refusal is logged and counted.
+The same task warns once a day about each file older than its max age
+(ipintel/infra/freshness.py), as the start did.
 
 Polling rather than inotify: a stat of four files every few seconds costs
 nothing, needs no extra dependency, and works on every volume Kubernetes
@@ -23,7 +30,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections import Counter
+from collections.abc import Callable
 
 from ipintel.infra.background import BackgroundTask, poll
 from ipintel.infra.mmdb import GeoDatabases, MmdbFile
@@ -31,6 +40,13 @@ from ipintel.infra.mmdb import GeoDatabases, MmdbFile
 log = logging.getLogger("ipintel.reload")
 
 _StatKey = tuple[int, int, int]  # (inode, mtime_ns, size)
+_FileKey = tuple[str, str]  # (kind, path): one path may serve two kinds (IPinfo Lite: City and ASN)
+
+STALE_WARNING_INTERVAL = 86_400.0  # a stale file is warned about once a day
+
+
+def _key(db: MmdbFile) -> _FileKey:
+    return (db.kind, str(db.path))
 
 
 def _stat_key(db: MmdbFile) -> _StatKey | None:
@@ -47,12 +63,16 @@ class DatabaseWatcher:
     ``reloads`` counts attempts by ``(kind, outcome)``, ``outcome`` being
     ``ok`` or ``error``; /metrics exports it."""
 
-    def __init__(self, databases: GeoDatabases, *, interval: float) -> None:
+    def __init__(
+        self, databases: GeoDatabases, *, interval: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.databases = databases
         self.interval = interval
         self.reloads: Counter[tuple[str, str]] = Counter()
-        self._pending: dict[str, _StatKey] = {}  # kind -> the changed stat seen at the last check
-        self._failed: dict[str, _StatKey] = {}  # kind -> the stat of a file that did not open
+        self._pending: dict[_FileKey, _StatKey] = {}  # the changed stat seen at the last check
+        self._failed: dict[_FileKey, _StatKey] = {}  # the stat of a file that did not open
+        self._clock = clock
+        self._warned: dict[_FileKey, float] = {}  # when each stale file was last warned about
         self._task = BackgroundTask("mmdb-watcher")
         self._lock = asyncio.Lock()  # one reload at a time: SIGHUP and the watcher never race
 
@@ -68,9 +88,10 @@ class DatabaseWatcher:
             dbs = self.databases.all()
             results = await asyncio.to_thread(lambda: [(db, db.load()) for db in dbs])
             for db, ok in results:
-                self._count(db, ok)
-                self._pending.pop(db.kind, None)
-                self._failed.pop(db.kind, None)
+                if ok or not db.absent:
+                    self._count(db, ok)
+                self._pending.pop(_key(db), None)
+                self._failed.pop(_key(db), None)
         loaded = [db.kind for db, ok in results if ok]
         log.info("reloaded GeoIP databases on request: %s", ", ".join(loaded) or "none")
         return loaded
@@ -80,25 +101,51 @@ class DatabaseWatcher:
         reloaded: list[str] = []
         async with self._lock:
             for db in self.databases.all():
+                name = _key(db)
                 if not db.changed_on_disk():
-                    self._pending.pop(db.kind, None)
-                    self._failed.pop(db.kind, None)
+                    self._pending.pop(name, None)
+                    self._failed.pop(name, None)
                     continue
                 key = _stat_key(db)
-                if key is None or key == self._failed.get(db.kind):
+                if key is None or key == self._failed.get(name):
                     continue
-                if self._pending.get(db.kind) != key:
-                    self._pending[db.kind] = key  # changed: act when it holds still one interval
+                if self._pending.get(name) != key:
+                    self._pending[name] = key  # changed: act when it holds still one interval
                     continue
-                del self._pending[db.kind]
+                del self._pending[name]
                 ok = await asyncio.to_thread(db.load)
                 self._count(db, ok)
                 if ok:
                     reloaded.append(db.kind)
                     log.info("reloaded the %s database %s: it changed on disk", db.kind, db.path)
                 else:
-                    self._failed[db.kind] = key
+                    self._failed[name] = key
+        self.warn_stale()
         return reloaded
+
+    def warn_stale(self) -> list[MmdbFile]:
+        """Log a warning for each stale file not warned about in the last day (the start warned first);
+        the files warned about."""
+        now = self._clock()
+        warned = []
+        for db in self.databases.all():
+            name = _key(db)
+            if not db.stale():
+                self._warned.pop(name, None)
+                continue
+            last = self._warned.setdefault(name, now)  # the start's warning counts as the first
+            if now - last >= STALE_WARNING_INTERVAL:
+                self._warned[name] = now
+                warned.append(db)
+                log.warning(
+                    "the %s database %s was built %s, %.0f days ago: stale (over %.0f days); refresh it",
+                    db.kind,
+                    db.path,
+                    db.build_date,
+                    (db.age() or 0) / 86_400,
+                    db.max_age / 86_400,
+                )
+        return warned
 
     def _count(self, db: MmdbFile, ok: bool) -> None:
         self.reloads[(db.kind, "ok" if ok else "error")] += 1

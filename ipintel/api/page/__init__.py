@@ -20,7 +20,9 @@ domain), drawn by ``scripts/world-map`` from the npm package ``world-atlas``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,9 +101,25 @@ def _asset_response(request: Request, asset: Asset, *, extra: dict[str, str] | N
     return Response(asset.body, media_type=asset.media_type, headers=headers)
 
 
+# The footer's date of the GeoIP data (issue 22: freshness you can see), written into the page by the server:
+# the City databases' build date (the oldest, with several files), so the page needs no request of its own.
+_DATA_DATE = b'<time id="data-date">(no database loaded)</time>'
+
+
+@functools.lru_cache(maxsize=8)
+def dated_page(date: str | None) -> Asset:
+    """The page with the data's build date (``YYYY-MM-DD``) in its footer; its own ETag per date."""
+    if date is None:
+        return PAGE
+    body = PAGE.body.replace(_DATA_DATE, f'<time id="data-date" datetime="{date}">{date}</time>'.encode())
+    return Asset(body, PAGE.media_type, '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
+
+
 async def index(request: Request) -> Response:
     if wants_html(request.headers.get("accept", "")):
-        return _asset_response(request, PAGE, extra={"Vary": "Accept"})
+        epoch = request.app.state.intel.databases.city.build_epoch
+        date = time.strftime("%Y-%m-%d", time.gmtime(epoch)) if epoch is not None else None
+        return _asset_response(request, dated_page(date), extra={"Vary": "Accept"})
     paths = request.app.state.openapi["paths"]
     routes = [path for path, item in paths.items() if "get" in item]  # in the OpenAPI document's order
     return JSONResponse(

@@ -15,7 +15,7 @@ import maxminddb
 
 from ipintel.addresses import IPAddress
 from ipintel.capabilities.vpn.signals import Kind, Signal, Strength
-from ipintel.infra.mmdb import MmdbFile
+from ipintel.infra.mmdb import MmdbFile, MmdbSet
 
 # GeoIP2 Anonymous-IP fields -> what they are evidence of. ``is_anonymous`` is
 # MaxMind's umbrella flag (true when any of these is) and adds nothing.
@@ -33,7 +33,7 @@ class _DatabaseSource:
 
     local = True
 
-    def __init__(self, db: MmdbFile | None) -> None:
+    def __init__(self, db: MmdbSet | MmdbFile | None) -> None:
         self.db = db
 
     def record(self, ip: IPAddress) -> dict[str, Any] | None:
