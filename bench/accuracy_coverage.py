@@ -109,7 +109,7 @@ def measure(data_dir: Path, cache: Path) -> dict[str, Any]:
             counts = {"asn": 0, "country": 0, "org": 0, "city": 0, "errors": 0}
             for start in range(0, len(ips), 1000):
                 for entry in _post(port, ips[start : start + 1000]):
-                    geo = entry.get("geo") or {}
+                    geo = (entry.get("data") or {}).get("geo") or {}
                     if "error" in geo or "error" in entry:
                         counts["errors"] += 1
                         continue
