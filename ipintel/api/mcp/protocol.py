@@ -7,7 +7,8 @@ nothing is to be answered (only notifications and responses: HTTP 202).
 Each message is classified by its keys (``method`` and ``id``: a request;
 ``method`` alone: a notification; ``result``/``error``: a response) and then
 validated against its envelope schema in ``schemas/mcp/``. The server is
-stateless and offers tools only, so every method works without a prior
+stateless and offers tools and one resource (the MCP Apps card of
+:mod:`ipintel.api.mcp.apps`), so every method works without a prior
 ``initialize`` and one answer fits every protocol version it speaks.
 """
 
