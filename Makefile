@@ -59,7 +59,7 @@ geoip: $(STAMP)
 # holds the package list, so changing a version here reinstalls.
 NODE_DIR      := $(VENV)/node
 NODE_STAMP    := $(NODE_DIR)/.installed
-NODE_PACKAGES := @modelcontextprotocol/client@2.4.0 @modelcontextprotocol/inspector@2.12.0 ajv@8.20.0 ajv-formats@3.0.1
+NODE_PACKAGES := @modelcontextprotocol/client@2.4.0 @modelcontextprotocol/ext-apps@2.0.4 @modelcontextprotocol/inspector@2.12.0 ajv@8.20.0 ajv-formats@3.0.1
 
 .PHONY: node-packages
 node-packages: | $(PY)

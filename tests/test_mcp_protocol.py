@@ -35,7 +35,11 @@ async def test_initialize_answers_a_supported_version_with_itself(settings: Sett
         )
     result = answer["result"]
     assert result["protocolVersion"] == version
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["capabilities"] == {
+        "tools": {"listChanged": False},
+        "resources": {"listChanged": False},
+        "extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}},
+    }
     assert result["serverInfo"]["name"] == "ipintel" and result["serverInfo"]["version"]
     assert isinstance(result["instructions"], str) and "calculate_cidr" in result["instructions"]
 
@@ -102,7 +106,7 @@ async def test_tools_work_without_initialize(settings: Settings) -> None:
 # other methods: -32601 with HTTP 200 --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["server/discover", "resources/list", "prompts/list", "logging/setLevel", "x"])
+@pytest.mark.parametrize("method", ["server/discover", "resources/subscribe", "prompts/list", "logging/setLevel", "x"])
 async def test_other_methods_are_method_not_found(settings: Settings, method: str) -> None:
     async with running_app(settings) as client:
         answer = await rpc(client, method, {})
@@ -281,7 +285,7 @@ async def test_a_mixed_batch_answers_requests_and_bad_entries_only(settings: Set
         INITIALIZED,  # notification: no answer
         {"jsonrpc": "2.0", "id": 5, "result": {}},  # response: no answer
         {"jsonrpc": "2.0", "id": None, "method": "ping"},  # invalid: answered with id null
-        {"jsonrpc": "2.0", "id": "b", "method": "resources/list"},
+        {"jsonrpc": "2.0", "id": "b", "method": "prompts/list"},
         {"jsonrpc": "2.0", "id": "c", "method": "tools/call", "params": {"name": "calculate_cidr", "arguments": {}}},
         17,  # not an object
     ]

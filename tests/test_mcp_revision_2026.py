@@ -77,7 +77,11 @@ async def test_discover_lists_every_version_capabilities_and_caching(settings: S
     async with running_app(settings) as client:
         result = complete(await modern(client, "server/discover"))
     assert result["supportedVersions"] == ALL_VERSIONS
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["capabilities"] == {
+        "tools": {"listChanged": False},
+        "resources": {"listChanged": False},
+        "extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}},
+    }
     assert "calculate_cidr" in result["instructions"]
     assert result["ttlMs"] > 0 and result["cacheScope"] == "public"
 
@@ -249,7 +253,7 @@ async def test_methods_the_revision_removed_are_404_method_not_found(settings: S
     assert "removed in MCP 2026-07-28" in error["message"]
 
 
-@pytest.mark.parametrize("method", ["resources/list", "prompts/list", "subscriptions/listen", "x"])
+@pytest.mark.parametrize("method", ["resources/subscribe", "prompts/list", "subscriptions/listen", "x"])
 async def test_other_methods_are_404_method_not_found(settings: Settings, method: str) -> None:
     async with running_app(settings) as client:
         error = refused(await modern(client, method), 404, -32601)

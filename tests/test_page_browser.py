@@ -256,7 +256,7 @@ def test_upstream_markup_is_text_and_a_failed_part_says_why(page_server: httpx.C
 
     # The remark is shown as the holder, character for character, and did nothing.
     assert facts(dom, "whois")["Holder"] == " ".join(HOSTILE.split())
-    assert [e.attrs.get("src") for e in dom.elements if e.tag == "script"] == ["/page/page.js"]
+    assert [e.attrs.get("src") for e in dom.elements if e.tag == "script"] == ["/page/render.js", "/page/page.js"]
     assert not [e for e in dom.elements if e.tag in ("img", "b")]
     assert [e.text for e in dom.elements if e.tag == "title"] == [f"{V6_IP} — ipintel"]
     assert not any("/page/x.svg" in u for u in page.requests)

@@ -152,7 +152,13 @@ async def mcp_server(city_db: Path, asn_db: Path) -> AsyncIterator[tuple[str, ht
 NODE_DIR = ROOT / ".venv" / "node"
 NODE_MODULES = NODE_DIR / "node_modules"
 INSPECTOR = NODE_MODULES / ".bin" / "mcp-inspector"
-_NODE_PACKAGES = ["@modelcontextprotocol/client", "@modelcontextprotocol/inspector", "ajv", "ajv-formats"]
+_NODE_PACKAGES = [
+    "@modelcontextprotocol/client",
+    "@modelcontextprotocol/ext-apps",
+    "@modelcontextprotocol/inspector",
+    "ajv",
+    "ajv-formats",
+]
 
 
 def require_node_packages() -> str:

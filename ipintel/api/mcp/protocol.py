@@ -7,7 +7,8 @@ nothing is to be answered (only notifications and responses: HTTP 202).
 Each message is classified by its keys (``method`` and ``id``: a request;
 ``method`` alone: a notification; ``result``/``error``: a response) and then
 validated against its envelope schema in ``schemas/mcp/``. The server is
-stateless and offers tools only, so every method works without a prior
+stateless and offers tools and one resource (the MCP Apps card of
+:mod:`ipintel.api.mcp.apps`), so every method works without a prior
 ``initialize`` and one answer fits every protocol version it speaks.
 """
 
@@ -24,7 +25,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from ipintel import __version__
+from ipintel.api.mcp import apps
 from ipintel.api.mcp.envelope import (
+    CLIENT_CAPABILITIES_KEY,
     LEGACY_VERSIONS,
     SERVER_INFO_KEY,
     SUPPORTED_VERSIONS,
@@ -48,6 +51,8 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+# MCP's code for a resources/read of a URI the server does not have (every revision since 2024-11-05).
+RESOURCE_NOT_FOUND = -32002
 
 # ``initialize`` agrees on a legacy version it is asked for, and answers any other with the newest
 # legacy one, as the reference server does: a client that asked for something newer (2026-07-28 in a
@@ -60,6 +65,14 @@ FALLBACK_VERSION = LEGACY_VERSIONS[0]
 TOOLS_TTL_MS = 3_600_000
 
 MAX_BATCH: int = load_schema("mcp/batch")["maxItems"]
+
+# What the server offers, in initialize and server/discover alike: tools, the card as a resource, and the MCP
+# Apps extension (docs/MCP.md#the-profile-card). Neither list changes while the server runs.
+CAPABILITIES: dict[str, Any] = {
+    "tools": {"listChanged": False},
+    "resources": {"listChanged": False},
+    "extensions": {apps.EXTENSION_ID: apps.SERVER_SETTINGS},
+}
 
 Answer = dict[str, Any]
 
@@ -173,12 +186,24 @@ class McpProtocol:
             "ping": self._ping,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
+            "resources/list": self._resources_list,
+            "resources/templates/list": self._resource_templates_list,
+            "resources/read": self._resources_read,
         }
         self._modern_methods: dict[str, _Handler] = {
             "server/discover": self._discover,
             "tools/list": self._tools_list_cacheable,
             "tools/call": self._tools_call,
+            "resources/list": self._resources_list_cacheable,
+            "resources/templates/list": self._resource_templates_list_cacheable,
+            "resources/read": self._resources_read_cacheable,
         }
+        # The tool list with the card linked (docs/MCP.md#the-profile-card): the listing of a client that declared
+        # the extension, and of every handshake-era client, whose capabilities a stateless server never sees again
+        # after initialize.
+        self.app_listing = [
+            {**tool, "_meta": apps.tool_meta()} if tool["name"] in apps.UI_TOOLS else tool for tool in tools.listing
+        ]
         self.server_info = {"name": "ipintel", "title": "ipintel IP intelligence", "version": __version__}
         self.instructions = (
             "IP intelligence tools: "
@@ -331,7 +356,7 @@ class McpProtocol:
             return rpc_error(id_, INVALID_PARAMS, f"the params of {method} must be an object")
         outcome = await handler(params or {}, context)
         if isinstance(outcome, _ParamsError):
-            return rpc_error(id_, INVALID_PARAMS, outcome.message)
+            return rpc_error(id_, outcome.code, outcome.message, outcome.data)
         return result(id_, outcome)
 
     # Methods -------------------------------------------------------------------
@@ -341,7 +366,7 @@ class McpProtocol:
         version = asked if asked in LEGACY_VERSIONS else FALLBACK_VERSION
         return {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": CAPABILITIES,
             "serverInfo": self.server_info,
             "instructions": self.instructions,
         }
@@ -352,7 +377,7 @@ class McpProtocol:
         Cacheable like the tool list: the answer is the same for every caller."""
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": CAPABILITIES,
             "instructions": self.instructions,
             "ttlMs": TOOLS_TTL_MS,
             "cacheScope": "public",
@@ -362,10 +387,49 @@ class McpProtocol:
         return {}
 
     async def _tools_list(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
-        return {"tools": self.tools.listing}  # one page: a cursor, if sent, changes nothing
+        return {"tools": self.app_listing}  # one page: a cursor, if sent, changes nothing
 
     async def _tools_list_cacheable(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
-        return {"tools": self.tools.listing, "ttlMs": TOOLS_TTL_MS, "cacheScope": "public"}
+        """2026-07-28: the card is linked only for a client whose request declares the extension (the extension's
+        rule: check the client's capabilities); any other client gets the list exactly as before it existed. The
+        answer depends on the request alone, never on who sends it, so it stays ``public``."""
+        meta = params.get("_meta")
+        capabilities = meta.get(CLIENT_CAPABILITIES_KEY) if isinstance(meta, dict) else None
+        listing = self.app_listing if apps.client_supports_apps(capabilities) else self.tools.listing
+        return {"tools": listing, "ttlMs": TOOLS_TTL_MS, "cacheScope": "public"}
+
+    async def _resources_list(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        return {"resources": [apps.LISTING]}
+
+    async def _resources_list_cacheable(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        return {"resources": [apps.LISTING], "ttlMs": TOOLS_TTL_MS, "cacheScope": "public"}
+
+    async def _resource_templates_list(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        return {"resourceTemplates": []}
+
+    async def _resource_templates_list_cacheable(self, params: dict[str, Any], context: CallContext) -> dict[str, Any]:
+        return {"resourceTemplates": [], "ttlMs": TOOLS_TTL_MS, "cacheScope": "public"}
+
+    async def _resources_read(self, params: dict[str, Any], context: CallContext) -> dict[str, Any] | _ParamsError:
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            return _ParamsError(f"resources/read needs params.uri, e.g. {apps.PROFILE_URI!r} from resources/list")
+        contents = apps.RESOURCES.get(uri)
+        if contents is None:
+            return _ParamsError(
+                f"no resource {uri[:100]!r}; this server's resources are: {', '.join(apps.RESOURCES)}",
+                RESOURCE_NOT_FOUND,
+                {"uri": uri[:256]},
+            )
+        return {"contents": [contents]}
+
+    async def _resources_read_cacheable(
+        self, params: dict[str, Any], context: CallContext
+    ) -> dict[str, Any] | _ParamsError:
+        outcome = await self._resources_read(params, context)
+        if isinstance(outcome, _ParamsError):
+            return outcome
+        return {**outcome, "ttlMs": TOOLS_TTL_MS, "cacheScope": "public"}
 
     async def _tools_call(self, params: dict[str, Any], context: CallContext) -> dict[str, Any] | _ParamsError:
         name = params.get("name")
@@ -395,12 +459,14 @@ _REMOVED_METHODS = {
 
 
 class _ParamsError:
-    """A -32602 outcome of a method (kept apart from results without raising)."""
+    """A -32602 (or other JSON-RPC error) outcome of a method, kept apart from results without raising."""
 
-    __slots__ = ("message",)
+    __slots__ = ("code", "data", "message")
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, code: int = INVALID_PARAMS, data: dict[str, Any] | None = None) -> None:
         self.message = message
+        self.code = code
+        self.data = data
 
 
 _Handler = Callable[[dict[str, Any], CallContext], Awaitable[dict[str, Any] | _ParamsError]]

@@ -291,7 +291,8 @@ OPENAPI_PATHS: dict[str, Any] = {
                 "Model Context Protocol for AI clients: tools/list and tools/call of lookup_ip, whois_ip, "
                 "lookup_dns, check_blacklist, detect_vpn, calculate_cidr, profile_ip, lookup_ips and lookup_asn, "
                 "the same capabilities and caches as "
-                "the REST routes. Two eras on one endpoint, decided per request. 2026-07-28: a request carries "
+                "the REST routes; resources/list and resources/read of ui://ipintel/profile, the profile card of "
+                "the MCP Apps extension (io.modelcontextprotocol/ui). Two eras on one endpoint, decided per request. 2026-07-28: a request carries "
                 "params._meta['io.modelcontextprotocol/protocolVersion'] and clientCapabilities, and the headers "
                 "MCP-Protocol-Version, Mcp-Method and (tools/call) Mcp-Name, which must agree with the body; "
                 "server/discover lists the versions; results carry resultType and _meta with the server's "
@@ -324,7 +325,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                     "name": "Mcp-Name",
                     "in": "header",
                     "required": False,
-                    "description": "2026-07-28, tools/call: the tool's name, plain or as =?base64?…?=",
+                    "description": "2026-07-28, tools/call: the tool's name (resources/read: the URI), plain or as =?base64?…?=",
                     "schema": {"type": "string", "examples": ["calculate_cidr"]},
                 },
             ],

@@ -5,7 +5,8 @@ JSON) gets one static HTML page; any other client (``curl``'s ``*/*``, an API
 client's ``application/json``) gets ``{"data": {...}}``, a small index of the
 routes and the docs link. Both answers carry ``Vary: Accept``.
 
-The page is a view of ``GET /ip/{ip}/profile``: its script (``static/page.js``)
+The page is a view of ``GET /ip/{ip}/profile``: its script (``static/page.js``, with the renderer
+``static/render.js`` that the MCP Apps card shares, ipintel/api/mcp/apps.py)
 reads ``?ip=`` and calls the API from the browser, so the page is rate limited
 exactly as the API is, and it renders every upstream value with
 ``textContent`` and DOM creation, never as markup. Everything it loads is
