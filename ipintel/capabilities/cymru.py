@@ -27,6 +27,7 @@ nothing for the same prefix or AS.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import re
@@ -156,8 +157,34 @@ class CymruAsnSource:
         # Prefix lengths held in _origins (at most 129 values), so a lookup
         # probes only the lengths that can match.
         self._lengths: set[tuple[int, int]] = set()
+        # Single flight (issue 23): the lookups under way, by address, so that the GeoIP record and the VPN
+        # verdict of one address (a profile asks both at once) share one origin and one name query.
+        self._inflight: dict[IPAddress, asyncio.Future[AsnInfo | None]] = {}
+
+    def cached(self, ip: IPAddress) -> tuple[bool, AsnInfo | None]:
+        """What the in-process caches know, asking nobody: ``(True, info)`` when they answer (``info``
+        ``None``: not announced), ``(False, None)`` when only a query could tell."""
+        asn = self._cached_origin(ip)
+        if asn is None:
+            return (True, None) if ip in self._unannounced else (False, None)
+        entry = self._names.get(asn)
+        if entry is None:
+            return False, None
+        return True, AsnInfo(asn, organisation(entry[0]))
 
     async def lookup(self, ip: IPAddress) -> AsnInfo | None:
+        known, info = self.cached(ip)
+        if known:
+            return info
+        flight = self._inflight.get(ip)
+        if flight is None:
+            flight = asyncio.ensure_future(self._lookup(ip))
+            self._inflight[ip] = flight
+            flight.add_done_callback(lambda _: self._inflight.pop(ip, None))
+        # shield: a caller that goes away does not cancel the lookup another caller shares.
+        return await asyncio.shield(flight)
+
+    async def _lookup(self, ip: IPAddress) -> AsnInfo | None:
         try:
             asn = await self._origin_asn(ip)
         except ResolverError as exc:

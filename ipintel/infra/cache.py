@@ -174,6 +174,13 @@ class Cache:
 
         return take
 
+    def store(self, key: Hashable, value: Any, seconds: float | None) -> None:
+        """Keep ``value`` for ``seconds`` (``None`` or ``<= 0``: not at all), in process only: what a local
+        lookup computed in the caller's task, without :meth:`get_or_load`'s task and single flight (a
+        synchronous computation has no flight to share)."""
+        if seconds is not None and seconds > 0:
+            self._store(key, _Entry(value, None, self.clock() + seconds))
+
     async def _load(
         self, key: Hashable, load: Callable[[], Awaitable[Any]], ttl: Lifetime, error_ttl: ErrorLifetime
     ) -> Any:

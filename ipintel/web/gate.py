@@ -217,4 +217,8 @@ def quota_spender(limiter: RateLimiter | SharedRateLimiter | None, key: str) -> 
 def _spent(decision: Decision, quota: Quota) -> None:
     if not decision.allowed:
         wait = max(1, math.ceil(decision.retry_after or 1))
-        raise ApiError("rate_limited", f"the {quota} rate limit is spent; call again in {wait} s")
+        raise ApiError(
+            "rate_limited",
+            f"the {quota} rate limit is spent; call again in {wait} s",
+            headers={"Retry-After": str(wait)},
+        )
