@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,13 +193,30 @@ def check_workers(settings: Settings) -> None:
         )
 
 
+# Query parameters of a Redis URL that carry a secret (redis-py reads password= and username= from the query,
+# the only way to give a unix socket's password).
+_SECRET_QUERY = re.compile(r"(?i)((?:^|[?&;])(?:password|username)=)[^&;#]*")
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without its secrets, for logs and messages: the user information before ``@`` and the values
+    of ``password=`` and ``username=`` query parameters are ``***`` (issue 23, point 6)."""
+    scheme, sep, rest = url.partition("://")
+    base, query_sep, query = rest.partition("?")
+    if "@" in base:
+        base = "***@" + base.rsplit("@", 1)[1]
+    if query_sep:
+        query = _SECRET_QUERY.sub(r"\1***", query)
+    return scheme + sep + base + query_sep + query
+
+
 def parse_redis_url(text: str) -> str:
     """A Redis or Valkey URL: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://`` (TLS) or
     ``unix:///path/to/socket``."""
     scheme, sep, rest = text.partition("://")
     if not sep or scheme.lower() not in ("redis", "rediss", "unix") or not rest.strip("/"):
         raise ConfigError(
-            f"IPINTEL_REDIS_URL: {text.split('@')[-1]!r} is not a redis://host:port/db, rediss:// (TLS) or "
+            f"IPINTEL_REDIS_URL: {redacted_url(text)!r} is not a redis://host:port/db, rediss:// (TLS) or "
             "unix:///socket URL"
         )
     return text
