@@ -66,6 +66,9 @@ class Settings:
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     rate_limits: Mapping[Quota, int] | None = field(default_factory=lambda: dict(DEFAULT_RATE_LIMITS))  # None: off
     mcp_allowed_origins: tuple[str, ...] = ("http://localhost:*", "http://127.0.0.1:*")
+    # The Host names requests may name (docs/CONFIGURATION.md, DNS rebinding); None: the default of the bind
+    # address (loopback names on a loopback bind, any name otherwise), ("*",): any.
+    allowed_hosts: tuple[str, ...] | None = None
     # "text", "json" or "auto": text when the logs' stream is a terminal, else JSON (decided by logs.configure).
     log_format: str = "auto"
     log_level: str = "INFO"
@@ -148,6 +151,8 @@ class Settings:
             values["rate_limits"] = parse_rate_limits(v)
         if (v := get("MCP_ALLOWED_ORIGINS")) is not None:
             values["mcp_allowed_origins"] = tuple(_items(v))
+        if (v := get("ALLOWED_HOSTS")) is not None:
+            values["allowed_hosts"] = parse_allowed_hosts(v)
         if (v := get("LOG_FORMAT")) is not None:
             if v.lower() not in LOG_FORMATS:
                 raise ConfigError(
@@ -196,6 +201,36 @@ def check_workers(settings: Settings) -> None:
 # Query parameters of a Redis URL that carry a secret (redis-py reads password= and username= from the query,
 # the only way to give a unix socket's password).
 _SECRET_QUERY = re.compile(r"(?i)((?:^|[?&;])(?:password|username)=)[^&;#]*")
+
+
+_HOST_PATTERN = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|[0-9a-f:.]+")
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def parse_allowed_hosts(text: str) -> tuple[str, ...]:
+    """``IPINTEL_ALLOWED_HOSTS``: host names (``api.example.com``), ``*.example.com`` (its subdomains), IP
+    addresses, or ``*`` (any), comma separated; no ports (any port of an allowed name is allowed)."""
+    hosts = []
+    for item in _items(text):
+        host = item.lower().rstrip(".").removeprefix("[").removesuffix("]")
+        if host != "*" and not _HOST_PATTERN.fullmatch(host):
+            raise ConfigError(f"IPINTEL_ALLOWED_HOSTS: {item[:80]!r} is not a host name, *.domain, an address or *")
+        hosts.append(host)
+    return tuple(hosts)
+
+
+def allowed_hosts(settings: Settings) -> tuple[str, ...] | None:
+    """The Host names a request may name; ``None``: any. Without IPINTEL_ALLOWED_HOSTS, a server bound to a
+    loopback address answers only its loopback names, which no web page can make a browser send to it (DNS
+    rebinding, docs/CONFIGURATION.md); a server bound elsewhere answers any name (its names are the operator's:
+    a Service's, a gateway's) unless told."""
+    if settings.allowed_hosts is not None:
+        return None if "*" in settings.allowed_hosts else settings.allowed_hosts
+    try:
+        loopback = settings.host == "localhost" or ipaddress.ip_address(settings.host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    return LOOPBACK_HOSTS if loopback else None
 
 
 def redacted_url(url: str) -> str:

@@ -115,7 +115,7 @@ def answering_workers(port: int, workers: set[int], connections: int = 16) -> li
         for _ in range(connections):
             sock = socket.create_connection(("127.0.0.1", port), timeout=30)
             socks.append(sock)
-            sock.sendall(b"GET /ip/8.8.8.8 HTTP/1.1\r\nHost: ipintel.test\r\n\r\n")
+            sock.sendall(b"GET /ip/8.8.8.8 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             head = sock.recv(65536)
             assert head.startswith(b"HTTP/1.1 200 "), head[:200]
         table = _tcp_table()
