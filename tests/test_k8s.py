@@ -380,10 +380,15 @@ def test_production_overlay(production: list[Doc]) -> None:
         "registry.example.com/ipintel/ipintel-resolver:0.1.0",
     }
     policy_sources = find(production, "NetworkPolicy")["spec"]["ingress"][0]["from"]
-    assert {s["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for s in policy_sources} == {
-        "envoy-gateway-system",
-        "monitoring",
-    }
+    # Issue 23, point 9: the pod network is trusted for X-Forwarded-For, so a whole namespace admitted (any pod
+    # of monitoring) could forge client addresses: each source is a namespace AND its proxy or scraper pods.
+    assert {
+        (
+            s["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            s["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+        )
+        for s in policy_sources
+    } == {("envoy-gateway-system", "envoy"), ("monitoring", "prometheus")}
 
 
 def test_production_is_published_through_the_gateway_api(production: list[Doc]) -> None:
