@@ -316,7 +316,9 @@ async def test_ipv6_clients_in_one_slash_64_share_a_bucket(settings: Settings) -
         app = first.app  # type: ignore[attr-defined]
 
         def peer(address: str) -> httpx.AsyncClient:
-            return httpx.AsyncClient(transport=httpx.ASGITransport(app=app, client=(address, 1)), base_url="http://localhost")
+            return httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app, client=(address, 1)), base_url="http://localhost"
+            )
 
         assert (await first.get("/ip/8.8.8.8")).status_code == 200
         async with peer("2001:4860:1:2:ffff:eeee:dddd:cccc") as neighbour, peer("2001:4860:1:3::1") as other:
