@@ -128,7 +128,11 @@ class Intel:
         stats = UpstreamStats()
         resolver = Resolver(settings.dns_servers, settings.dns_timeout, stats=stats)
         # Shared state (docs/API.md#caching): the upstream caches and the buckets in Redis, when configured.
-        shared = SharedStore(settings.redis_url, timeout=settings.redis_timeout) if settings.redis_url else None
+        shared = (
+            SharedStore(settings.redis_url, timeout=settings.redis_timeout, namespace=settings.redis_namespace)
+            if settings.redis_url
+            else None
+        )
         # An ASN .mmdb when configured, otherwise Team Cymru's DNS interface (docs/API.md#geoip).
         asn_source: AsnSource = (
             MmdbAsnSource(databases.asn)

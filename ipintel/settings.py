@@ -89,6 +89,7 @@ class Settings:
     redis_url: str | None = None
     # Seconds one Redis operation may take before the request goes on with in-process state (ipintel/infra/shared.py).
     redis_timeout: float = 0.05
+    redis_namespace: str = ""  # IPINTEL_REDIS_NAMESPACE: this deployment's part of the Redis key names
 
     @property
     def city_db_path(self) -> Path:
@@ -181,6 +182,10 @@ class Settings:
             values["redis_url"] = parse_redis_url(v)
         if (v := get("REDIS_TIMEOUT")) is not None:
             values["redis_timeout"] = _float("IPINTEL_REDIS_TIMEOUT", v)
+        if (v := get("REDIS_NAMESPACE")) is not None:
+            if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", v):
+                raise ConfigError(f"IPINTEL_REDIS_NAMESPACE: {v[:80]!r} is not 1 to 64 of A-Z a-z 0-9 . _ -")
+            values["redis_namespace"] = v
         settings = cls(**values)  # type: ignore[arg-type]
         check_workers(settings)
         return settings

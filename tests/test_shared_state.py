@@ -436,3 +436,18 @@ async def test_a_password_in_the_urls_query_is_never_logged(caplog: pytest.LogCa
     with pytest.raises(ConfigError) as refused:
         Settings.from_env({"IPINTEL_REDIS_URL": f"http://host/?password={secret}"})
     assert secret not in str(refused.value)
+
+
+async def test_deployments_in_other_namespaces_share_nothing(settings: Settings, redis: RedisServer) -> None:
+    """Issue 23, point 12: keys had no per-deployment part, so two deployments on one Redis database shared
+    their buckets (and caches). IPINTEL_REDIS_NAMESPACE gives each its own."""
+    limits = {Quota.GENERAL: 60, Quota.DNS: 30, Quota.REGISTRY: 2}
+    blue = shared(settings, redis, rate_limits=limits, redis_namespace="blue")
+    green = shared(settings, redis, rate_limits=limits, redis_namespace="green")
+    async with running_app(blue) as a, running_app(green) as b, running_app(blue) as a2:
+        assert [(await a.get("/whois/3.3.3.3")).status_code != 429 for _ in range(2)] == [True, True]
+        assert (await a2.get("/whois/3.3.3.3")).status_code == 429  # the same namespace: the same bucket
+        assert (await b.get("/whois/3.3.3.3")).status_code != 429  # another deployment: its own bucket
+    keys = redis.keys()
+    assert any(k.startswith("ipintel:v1:blue:rl:registry:") for k in keys), keys
+    assert any(k.startswith("ipintel:v1:green:rl:registry:") for k in keys), keys

@@ -57,7 +57,7 @@ _HANDLE_SEPARATOR = re.compile(r"\s+-(?:\s+|\Z)")
 # The prefix lengths asked of the shared store for an address: those a global announcement can have
 # (longer ones are filtered in BGP). A longer one is still cached, in process.
 _SHARED_LENGTHS = {4: range(32, 7, -1), 6: range(64, 15, -1)}
-_SHARED = f"{PREFIX}cymru:"
+_SHARED = f"{PREFIX}cymru:"  # without a namespace; CymruAsnSource uses its store's prefix
 
 
 def _expiry(key: Any, entry: tuple[Any, float], now: float) -> float:
@@ -151,6 +151,7 @@ class CymruAsnSource:
         self.ttl = ttl
         self.clock = clock
         self.shared = shared
+        self._shared_prefix = f"{shared.prefix}cymru:" if shared is not None else _SHARED
         self._origins = _Expiring(max_entries, clock)  # prefix -> (ASN, expiry)
         self._unannounced = _Expiring(max_entries, clock)  # address -> (True, expiry)
         self._names = _Expiring(max_entries, clock)  # ASN -> (name or None, expiry)
@@ -225,7 +226,7 @@ class CymruAsnSource:
             await self._remember_unannounced(ip)
             return None
         self._remember_origin(origin.prefix, origin.asn, self.ttl)
-        await self._share([(f"{_SHARED}origin:{origin.prefix}", origin.asn)])
+        await self._share([(f"{self._shared_prefix}origin:{origin.prefix}", origin.asn)])
         return origin.asn
 
     def _remember_origin(self, prefix: IPNetwork, asn: int, seconds: float) -> None:
@@ -234,7 +235,7 @@ class CymruAsnSource:
 
     async def _remember_unannounced(self, ip: IPAddress) -> None:
         self._unannounced[ip] = (True, self.clock() + self.ttl)
-        await self._share([(f"{_SHARED}unannounced:{ip}", True)])
+        await self._share([(f"{self._shared_prefix}unannounced:{ip}", True)])
 
     def _cached_origin(self, ip: IPAddress) -> int | None:
         for version, length in sorted(self._lengths, key=lambda vl: -vl[1]):
@@ -250,7 +251,8 @@ class CymruAsnSource:
         """``(True, asn)`` for a covering announcement in the shared store (the most specific), ``(True,
         None)`` when it says "not announced", ``(False, None)`` when it knows nothing (or is unavailable)."""
         prefixes = [ipaddress.ip_network((ip, length), strict=False) for length in _SHARED_LENGTHS[ip.version]]
-        keys = [f"{_SHARED}unannounced:{ip}", *(f"{_SHARED}origin:{prefix}" for prefix in prefixes)]
+        shared_prefix = self._shared_prefix
+        keys = [f"{shared_prefix}unannounced:{ip}", *(f"{shared_prefix}origin:{prefix}" for prefix in prefixes)]
         try:
             values = await shared.mget(keys)
         except SharedUnavailable:
@@ -270,7 +272,7 @@ class CymruAsnSource:
         if entry is not None:
             cached: str | None = entry[0]
             return cached
-        key = f"{_SHARED}name:{asn}"
+        key = f"{self._shared_prefix}name:{asn}"
         if self.shared is not None:
             try:
                 (value,) = await self.shared.mget([key])

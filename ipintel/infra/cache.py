@@ -39,7 +39,7 @@ from cachetools import TLRUCache
 
 from ipintel.encoding import dumps
 from ipintel.errors import ApiError
-from ipintel.infra.shared import PREFIX, SharedStore, SharedUnavailable
+from ipintel.infra.shared import SharedStore, SharedUnavailable
 
 log = logging.getLogger("ipintel.cache")
 
@@ -208,7 +208,8 @@ class Cache:
 
     def _shared_key(self, key: Hashable) -> str:
         text = ":".join(str(part) for part in key) if isinstance(key, tuple) else str(key)
-        return f"{PREFIX}{self.name}:{text}"
+        assert self.shared is not None
+        return f"{self.shared.prefix}{self.name}:{text}"
 
     async def _shared_entry(self, key: Hashable) -> _Entry | None:
         """What Redis holds for ``key``, as a local entry expiring when Redis's does; ``None`` on a miss,

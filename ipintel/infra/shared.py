@@ -125,8 +125,12 @@ class SharedStore:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         backoff: float = BACKOFF,
+        namespace: str = "",
     ) -> None:
         self.url = url
+        # Every key of this deployment starts with it (IPINTEL_REDIS_NAMESPACE): two deployments on one Redis
+        # database share nothing unless they share a namespace.
+        self.prefix = f"{PREFIX}{namespace}:" if namespace else PREFIX
         self.timeout = timeout
         self.backoff = backoff
         self._client: Redis | None = None
@@ -321,7 +325,7 @@ class SharedRateLimiter:
     async def take(self, client_key: str, quota: Quota) -> Decision:
         interval = self._intervals[quota]
         try:
-            allowed, seconds = await self.store.take(f"{PREFIX}rl:{quota}:{client_key}", interval, WINDOW)
+            allowed, seconds = await self.store.take(f"{self.store.prefix}rl:{quota}:{client_key}", interval, WINDOW)
         except SharedUnavailable:
             return self.local.take(client_key, quota)
         decision = self.local.decision(quota, allowed, seconds)
