@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ipintel import addresses
@@ -29,7 +30,7 @@ from ipintel.infra.resolver import Resolver
 from ipintel.infra.shared import SharedStore
 from ipintel.infra.stats import UpstreamStats
 from ipintel.infra.upstream import HttpClient
-from ipintel.settings import Settings
+from ipintel.settings import ConfigError, Settings
 
 log = logging.getLogger("ipintel.service")
 
@@ -129,7 +130,12 @@ class Intel:
         resolver = Resolver(settings.dns_servers, settings.dns_timeout, stats=stats)
         # Shared state (docs/API.md#caching): the upstream caches and the buckets in Redis, when configured.
         shared = (
-            SharedStore(settings.redis_url, timeout=settings.redis_timeout, namespace=settings.redis_namespace)
+            SharedStore(
+                settings.redis_url,
+                timeout=settings.redis_timeout,
+                namespace=settings.redis_namespace,
+                password=_secret(settings.redis_password_file),
+            )
             if settings.redis_url
             else None
         )
@@ -437,6 +443,17 @@ class Intel:
     async def calculate_cidr(self, range_: str) -> dict[str, Any]:
         """CIDR arithmetic (docs/API.md#cidr); never cached, it is cheaper than a cache lookup."""
         return cidr.calculate(range_)
+
+
+def _secret(path: Path | None) -> str | None:
+    """The first line of a secret file (IPINTEL_REDIS_PASSWORD_FILE); a ConfigError (exit 2) when unreadable."""
+    if path is None:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"IPINTEL_REDIS_PASSWORD_FILE {path}: cannot be read ({type(exc).__name__})") from None
+    return text.splitlines()[0] if text.strip() else ""
 
 
 _CYMRU = "team-cymru"  # the source a local AS lookup left out (notConsulted, unchecked:team-cymru)

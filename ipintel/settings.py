@@ -90,6 +90,7 @@ class Settings:
     # Seconds one Redis operation may take before the request goes on with in-process state (ipintel/infra/shared.py).
     redis_timeout: float = 0.05
     redis_namespace: str = ""  # IPINTEL_REDIS_NAMESPACE: this deployment's part of the Redis key names
+    redis_password_file: Path | None = None  # IPINTEL_REDIS_PASSWORD_FILE: a mounted secret, read at start
 
     @property
     def city_db_path(self) -> Path:
@@ -182,6 +183,8 @@ class Settings:
             values["redis_url"] = parse_redis_url(v)
         if (v := get("REDIS_TIMEOUT")) is not None:
             values["redis_timeout"] = _float("IPINTEL_REDIS_TIMEOUT", v)
+        if (v := get("REDIS_PASSWORD_FILE")) is not None:
+            values["redis_password_file"] = Path(v)
         if (v := get("REDIS_NAMESPACE")) is not None:
             if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", v):
                 raise ConfigError(f"IPINTEL_REDIS_NAMESPACE: {v[:80]!r} is not 1 to 64 of A-Z a-z 0-9 . _ -")

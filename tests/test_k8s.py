@@ -582,3 +582,21 @@ def test_refresh_installs_only_a_newer_database(tmp_path: Path, monkeypatch: pyt
     missing = tmp_path / "missing.mmdb"
     first = _db_built_at(tmp_path / "first.mmdb", 1_600_000_000, "First", monkeypatch)
     assert refresh.install_if_newer(first, missing) is True, "anything readable beats no database"
+
+
+def test_production_valkey_requires_a_password_the_api_reads_from_a_secret(production: list[Doc]) -> None:
+    """Issue 23, point 12: the production Valkey ran without a password, protected by the NetworkPolicy alone."""
+    (valkey,) = find(production, "Deployment", "ipintel-redis")["spec"]["template"]["spec"]["containers"]
+    args = valkey["args"]
+    assert args[args.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in valkey["env"]}
+    assert env["REDIS_PASSWORD"] == env["REDISCLI_AUTH"] == {"name": "ipintel-redis", "key": "password"}
+    config = find(production, "ConfigMap", "ipintel-config")["data"]
+    assert "@" not in config["IPINTEL_REDIS_URL"]  # no password in the config map
+    path = config["IPINTEL_REDIS_PASSWORD_FILE"]
+    api = find(production, "Deployment", "ipintel")["spec"]["template"]["spec"]
+    (mount,) = [
+        m for c in api["containers"] for m in c.get("volumeMounts", []) if path.startswith(m["mountPath"] + "/")
+    ]
+    (volume,) = [v for v in api["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "ipintel-redis" and mount["readOnly"] is True

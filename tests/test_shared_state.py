@@ -26,6 +26,7 @@ from ipintel.capabilities.cymru import CymruAsnSource, origin_name
 from ipintel.infra.limiter import Quota, RateLimiter
 from ipintel.infra.resolver import Resolver
 from ipintel.infra.shared import SharedRateLimiter, SharedStore
+from ipintel.service import Intel
 from ipintel.settings import ConfigError, Settings
 from tests.support.app import free_port, running_app, server_process, wait_for
 from tests.support.dns_server import DnsServer
@@ -451,3 +452,25 @@ async def test_deployments_in_other_namespaces_share_nothing(settings: Settings,
     keys = redis.keys()
     assert any(k.startswith("ipintel:v1:blue:rl:registry:") for k in keys), keys
     assert any(k.startswith("ipintel:v1:green:rl:registry:") for k in keys), keys
+
+
+async def test_a_password_file_authenticates_to_a_redis_that_requires_one(
+    settings: Settings, redis: RedisServer, tmp_path: Path
+) -> None:
+    """Issue 23, point 12: the production Valkey ran without a password. IPINTEL_REDIS_PASSWORD_FILE (a mounted
+    Secret) gives the service the password without putting it in the URL, the config map or a log line."""
+    password = "pw-" + "x" * 20
+    assert redis.command("CONFIG", "SET", "requirepass", password).startswith(b"+OK")
+    secret = tmp_path / "password"
+    secret.write_text(password + "\n")
+    limited = shared(settings, redis, rate_limits={Quota.GENERAL: 60, Quota.DNS: 30, Quota.REGISTRY: 10})
+    async with running_app(limited.replace(redis_password_file=secret)) as client:
+        assert (await client.get("/whois/3.3.3.3")).headers["ratelimit-remaining"] == "9"
+        assert (await client.get("/readyz")).json()["data"]["checks"]["redis"]["status"] == "ok"
+    async with running_app(limited) as client:  # no password: Redis refuses, the service says so and goes on
+        await client.get("/whois/3.3.3.3")
+        check = (await client.get("/readyz")).json()["data"]["checks"]["redis"]
+        assert check["status"] == "degraded" and password not in str(check)
+    missing = Settings.from_env({"IPINTEL_REDIS_URL": redis.url, "IPINTEL_REDIS_PASSWORD_FILE": str(tmp_path / "no")})
+    with pytest.raises(ConfigError, match="IPINTEL_REDIS_PASSWORD_FILE"):  # exit 2 at start
+        Intel.from_settings(missing)

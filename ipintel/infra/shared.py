@@ -126,8 +126,10 @@ class SharedStore:
         timeout: float = DEFAULT_TIMEOUT,
         backoff: float = BACKOFF,
         namespace: str = "",
+        password: str | None = None,
     ) -> None:
         self.url = url
+        self._password = password  # IPINTEL_REDIS_PASSWORD_FILE's: never in the URL, never logged
         # Every key of this deployment starts with it (IPINTEL_REDIS_NAMESPACE): two deployments on one Redis
         # database share nothing unless they share a namespace.
         self.prefix = f"{PREFIX}{namespace}:" if namespace else PREFIX
@@ -163,6 +165,8 @@ class SharedStore:
             retry=Retry(NoBackoff(), 0),
             client_name="ipintel",
         )
+        if self._password is not None:  # after from_url: a password in the URL is overridden by the file's
+            self._client.connection_pool.connection_kwargs["password"] = self._password
         self._take = self._client.register_script(_TAKE)
         try:
             await self.ping()
