@@ -24,7 +24,19 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-ORDER = ["throughput", "cached", "redis", "workers", "latency", "blacklist", "batch", "vpn", "mcp", "startup"]
+ORDER = [
+    "throughput",
+    "cached",
+    "redis",
+    "workers",
+    "latency",
+    "blacklist",
+    "batch",
+    "batch_uncached",
+    "vpn",
+    "mcp",
+    "startup",
+]
 
 
 def machine() -> str:

@@ -42,9 +42,10 @@ from ipintel.infra.shared import SharedRateLimiter
 from ipintel.metrics import Metrics
 from ipintel.schema_files import embeddable_schema
 from ipintel.service import Intel
-from ipintel.settings import Settings
+from ipintel.settings import Settings, allowed_hosts
 from ipintel.web.api_keys import ApiKeys
 from ipintel.web.gate import MCP_RULES, RateLimitGate
+from ipintel.web.hosts import HostCheck
 from ipintel.web.middleware import RequestContextMiddleware
 from ipintel.web.routing import SegmentRouter
 
@@ -133,7 +134,11 @@ def create_app(
         limiter=limiter, rules=rules, trusted_proxies=settings.trusted_proxies, shared=shared_limiter, keys=api_keys
     )
     # Every response, 429s included, gets a request id, an access line and its metrics.
-    app = _ServiceApp(lambda router: RequestContextMiddleware(router, gate=gate, observe=metrics.observe_request))
+    hosts = allowed_hosts(settings)
+    host_check = HostCheck(hosts) if hosts is not None else None
+    app = _ServiceApp(
+        lambda router: RequestContextMiddleware(router, gate=gate, observe=metrics.observe_request, hosts=host_check)
+    )
     # Starlette's router, matching a request only against the routes its first path
     # segment can reach. A trailing slash is a 404 with a JSON body, not a bodiless
     # 307: every response is JSON (docs/API.md#conventions), and an API client should not chase redirects.

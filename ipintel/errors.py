@@ -23,6 +23,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "registration_not_found": 404,
     "method_not_allowed": 405,
     "payload_too_large": 413,
+    "misdirected_request": 421,
     "unsupported_media_type": 415,
     "reserved_address": 422,
     "rate_limited": 429,

@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ipintel import addresses
 from ipintel.capabilities import blacklist, cidr, dns, geoip, layouts, profile, reputation, vpn, whois
-from ipintel.capabilities.asn import AsnPrefixes, AsnSource, MmdbAsnSource
+from ipintel.capabilities.asn import AsnInfo, AsnPrefixes, AsnSource, MmdbAsnSource
 from ipintel.capabilities.cymru import CymruAsnSource
 from ipintel.errors import ApiError
 from ipintel.infra import cache
@@ -29,7 +30,7 @@ from ipintel.infra.resolver import Resolver
 from ipintel.infra.shared import SharedStore
 from ipintel.infra.stats import UpstreamStats
 from ipintel.infra.upstream import HttpClient
-from ipintel.settings import Settings
+from ipintel.settings import ConfigError, Settings
 
 log = logging.getLogger("ipintel.service")
 
@@ -112,6 +113,13 @@ class Intel:
             "blacklist": profile.Part("blacklist", Quota.REGISTRY, lambda ip, batch: self.check_blacklist(ip)),
             "ptr": profile.Part("ptr", Quota.DNS, lambda ip, batch: self.reverse_dns(ip)),
         }
+        # A batch's geo and vpn are local (docs/API.md#profile-and-batch, issue 23): they ask no upstream for
+        # the request's one token, and say what they did not consult.
+        self._batch_parts: dict[str, profile.Part] = {
+            **self._parts,
+            "geo": profile.Part("geo", None, self._local_geo, lambda ip: self._peek_geo("ip", ip), inline=True),
+            "vpn": profile.Part("vpn", None, self._local_vpn, self._peek_local_vpn, inline=True),
+        }
         self._geo_generation = 0
         self.databases_opened = False
 
@@ -134,7 +142,16 @@ class Intel:
         stats = UpstreamStats()
         resolver = Resolver(settings.dns_servers, settings.dns_timeout, stats=stats)
         # Shared state (docs/API.md#caching): the upstream caches and the buckets in Redis, when configured.
-        shared = SharedStore(settings.redis_url, timeout=settings.redis_timeout) if settings.redis_url else None
+        shared = (
+            SharedStore(
+                settings.redis_url,
+                timeout=settings.redis_timeout,
+                namespace=settings.redis_namespace,
+                password=_secret(settings.redis_password_file),
+            )
+            if settings.redis_url
+            else None
+        )
         # An ASN .mmdb when configured (or the default one fetched), otherwise Team Cymru's DNS interface
         # (docs/API.md#geoip), which also answers while the default file is not there.
         cymru = CymruAsnSource(resolver, settings.cymru_zone, shared=shared)
@@ -276,6 +293,65 @@ class Intel:
         canonical public address, without awaiting (:meth:`cache.Cache.peek`); ``None`` when not cached."""
         return self.caches["geoip"].peek(self._geo_key(namespace, addresses.parse_public_ip(ip)))
 
+    async def _local_geo(self, ip: str, batch: profile.Batch) -> dict[str, Any]:
+        """A batch's GeoIP record: as ``lookup_ip``, but the AS from an ASN database or Team Cymru's caches
+        only, never a query. A record whose AS only a query could give is not kept (a later answer of Team
+        Cymru completes it) and the profile says ``notConsulted: ["team-cymru"]``."""
+        address = addresses.parse_public_ip(ip)
+        key = self._geo_key("ip", address)
+        cache_ = self.caches["geoip"]
+        take = cache_.peek(key)
+        if take is not None:
+            return take()  # type: ignore[no-any-return]
+        source = self.asn_source
+        offline = _offline_asn(source)
+        record = await geoip.lookup(
+            address, city_db=self.databases.city, asn=offline or source, timezones=self.timezones
+        )
+        if offline is not None and offline.missed:
+            batch.note(ip, _CYMRU)
+            return record
+        cache_.store(key, record, cache.GEOIP_TTL if record.get("asn") is not None else cache.INCOMPLETE_TTL)
+        return record
+
+    async def _local_vpn(self, ip: str, batch: profile.Batch) -> dict[str, Any]:
+        """A batch's VPN verdict: the full verdict when ``detect_vpn`` left one in the cache, else one from
+        the local sources alone. Each source left out is an ``unchecked:<source>`` reason, and a negative
+        verdict is then ``low`` (a source that could have contradicted it was not asked)."""
+        address = addresses.parse_public_ip(ip)
+        cache_ = self.caches["geoip"]
+        for namespace in ("vpn", "vpn-local"):
+            take = cache_.peek(self._geo_key(namespace, address))
+            if take is not None:
+                return take()  # type: ignore[no-any-return]
+        sources: list[vpn.SignalSource] = []
+        skipped: list[str] = []
+        offline: _CachedAsn | None = None
+        for source in self.vpn_sources:
+            if source.local:
+                sources.append(source)
+            elif isinstance(source, vpn.AsnClassSource) and (offline := _offline_asn(source.asn_source)):
+                sources.append(vpn.AsnClassSource(offline, source.classes, local=True))
+            else:
+                skipped.append(source.name)
+        verdict = await vpn.detect_vpn(address, sources)
+        if offline is not None and offline.missed:
+            skipped.append(_CYMRU)
+        if skipped:
+            verdict = {
+                **verdict,
+                "reasons": [*verdict["reasons"], *(profile.UNCHECKED + name for name in skipped)],
+                "confidence": verdict["confidence"] if verdict["isVpn"] else "low",
+            }
+        if offline is None or not offline.missed:  # complete as local verdicts go: kept like detect_vpn's
+            cache_.store(self._geo_key("vpn-local", address), verdict, self._vpn_ttl(verdict))
+        return verdict
+
+    def _peek_local_vpn(self, ip: str) -> Callable[[], dict[str, Any]] | None:
+        address = addresses.parse_public_ip(ip)
+        cache_ = self.caches["geoip"]
+        return cache_.peek(self._geo_key("vpn", address)) or cache_.peek(self._geo_key("vpn-local", address))
+
     async def whois_ip(self, ip: str, *, registries: RegistryGate | None = None) -> dict[str, Any]:
         """Registry record (docs/API.md#registry-rdap) of a public address, from its registry's RDAP service.
 
@@ -391,17 +467,58 @@ class Intel:
                 f"a batch holds at most {self.settings.batch_max} addresses (IPINTEL_BATCH_MAX), this one has "
                 f"{len(ips)}: split it into several requests",
             )
-        parts = self._profile_parts(include, profile.BATCH_DEFAULT)
+        parts = self._profile_parts(include, profile.BATCH_DEFAULT, self._batch_parts)
         results = await profile.profiles(ips, parts, profile.Batch(spend=spend), canonical=_canonical_public)
         return {"results": results}
 
-    def _profile_parts(self, include: Iterable[object] | None, default: Sequence[str]) -> list[profile.Part]:
+    def _profile_parts(
+        self, include: Iterable[object] | None, default: Sequence[str], parts: dict[str, profile.Part] | None = None
+    ) -> list[profile.Part]:
         chosen = profile.parse_include(include, default)
-        return [self._parts[name] for name in chosen]
+        return [(parts or self._parts)[name] for name in chosen]
 
     async def calculate_cidr(self, range_: str) -> dict[str, Any]:
         """CIDR arithmetic (docs/API.md#cidr); never cached, it is cheaper than a cache lookup."""
         return cidr.calculate(range_)
+
+
+def _secret(path: Path | None) -> str | None:
+    """The first line of a secret file (IPINTEL_REDIS_PASSWORD_FILE); a ConfigError (exit 2) when unreadable."""
+    if path is None:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"IPINTEL_REDIS_PASSWORD_FILE {path}: cannot be read ({type(exc).__name__})") from None
+    return text.splitlines()[0] if text.strip() else ""
+
+
+_CYMRU = "team-cymru"  # the source a local AS lookup left out (notConsulted, unchecked:team-cymru)
+
+
+class _CachedAsn:
+    """An :class:`AsnSource` answering from Team Cymru's caches alone (a batch's local parts); ``missed``:
+    whether it met an address only a query could answer."""
+
+    __slots__ = ("missed", "source")
+
+    def __init__(self, source: CymruAsnSource) -> None:
+        self.source = source
+        self.missed = False
+
+    async def lookup(self, ip: addresses.IPAddress) -> AsnInfo | None:
+        known, info = self.source.cached(ip)
+        if not known:
+            self.missed = True
+        return info
+
+
+def _offline_asn(source: AsnSource) -> _CachedAsn | None:
+    """What a batch's local parts ask instead of ``source`` when it would query Team Cymru: Team Cymru itself,
+    or an ASN database that is not loaded yet and falls back to it. ``None``: ``source`` answers locally."""
+    if isinstance(source, MmdbAsnSource) and not source.db.loaded:
+        source = source.fallback  # type: ignore[assignment]
+    return _CachedAsn(source) if isinstance(source, CymruAsnSource) else None
 
 
 def _canonical_public(text: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,9 @@ class Settings:
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     rate_limits: Mapping[Quota, int] | None = field(default_factory=lambda: dict(DEFAULT_RATE_LIMITS))  # None: off
     mcp_allowed_origins: tuple[str, ...] = ("http://localhost:*", "http://127.0.0.1:*")
+    # The Host names requests may name (docs/CONFIGURATION.md, DNS rebinding); None: the default of the bind
+    # address (loopback names on a loopback bind, any name otherwise), ("*",): any.
+    allowed_hosts: tuple[str, ...] | None = None
     # "text", "json" or "auto": text when the logs' stream is a terminal, else JSON (decided by logs.configure).
     log_format: str = "auto"
     log_level: str = "INFO"
@@ -95,6 +99,8 @@ class Settings:
     redis_url: str | None = None
     # Seconds one Redis operation may take before the request goes on with in-process state (ipintel/infra/shared.py).
     redis_timeout: float = 0.05
+    redis_namespace: str = ""  # IPINTEL_REDIS_NAMESPACE: this deployment's part of the Redis key names
+    redis_password_file: Path | None = None  # IPINTEL_REDIS_PASSWORD_FILE: a mounted secret, read at start
 
     @property
     def city_db_paths(self) -> tuple[Path, ...]:
@@ -175,6 +181,8 @@ class Settings:
             values["rate_limits"] = parse_rate_limits(v)
         if (v := get("MCP_ALLOWED_ORIGINS")) is not None:
             values["mcp_allowed_origins"] = tuple(_items(v))
+        if (v := get("ALLOWED_HOSTS")) is not None:
+            values["allowed_hosts"] = parse_allowed_hosts(v)
         if (v := get("LOG_FORMAT")) is not None:
             if v.lower() not in LOG_FORMATS:
                 raise ConfigError(
@@ -203,6 +211,12 @@ class Settings:
             values["redis_url"] = parse_redis_url(v)
         if (v := get("REDIS_TIMEOUT")) is not None:
             values["redis_timeout"] = _float("IPINTEL_REDIS_TIMEOUT", v)
+        if (v := get("REDIS_PASSWORD_FILE")) is not None:
+            values["redis_password_file"] = Path(v)
+        if (v := get("REDIS_NAMESPACE")) is not None:
+            if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", v):
+                raise ConfigError(f"IPINTEL_REDIS_NAMESPACE: {v[:80]!r} is not 1 to 64 of A-Z a-z 0-9 . _ -")
+            values["redis_namespace"] = v
         settings = cls(**values)  # type: ignore[arg-type]
         check_workers(settings)
         return settings
@@ -220,13 +234,60 @@ def check_workers(settings: Settings) -> None:
         )
 
 
+# Query parameters of a Redis URL that carry a secret (redis-py reads password= and username= from the query,
+# the only way to give a unix socket's password).
+_SECRET_QUERY = re.compile(r"(?i)((?:^|[?&;])(?:password|username)=)[^&;#]*")
+
+
+_HOST_PATTERN = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|[0-9a-f:.]+")
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def parse_allowed_hosts(text: str) -> tuple[str, ...]:
+    """``IPINTEL_ALLOWED_HOSTS``: host names (``api.example.com``), ``*.example.com`` (its subdomains), IP
+    addresses, or ``*`` (any), comma separated; no ports (any port of an allowed name is allowed)."""
+    hosts = []
+    for item in _items(text):
+        host = item.lower().rstrip(".").removeprefix("[").removesuffix("]")
+        if host != "*" and not _HOST_PATTERN.fullmatch(host):
+            raise ConfigError(f"IPINTEL_ALLOWED_HOSTS: {item[:80]!r} is not a host name, *.domain, an address or *")
+        hosts.append(host)
+    return tuple(hosts)
+
+
+def allowed_hosts(settings: Settings) -> tuple[str, ...] | None:
+    """The Host names a request may name; ``None``: any. Without IPINTEL_ALLOWED_HOSTS, a server bound to a
+    loopback address answers only its loopback names, which no web page can make a browser send to it (DNS
+    rebinding, docs/CONFIGURATION.md); a server bound elsewhere answers any name (its names are the operator's:
+    a Service's, a gateway's) unless told."""
+    if settings.allowed_hosts is not None:
+        return None if "*" in settings.allowed_hosts else settings.allowed_hosts
+    try:
+        loopback = settings.host == "localhost" or ipaddress.ip_address(settings.host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    return LOOPBACK_HOSTS if loopback else None
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without its secrets, for logs and messages: the user information before ``@`` and the values
+    of ``password=`` and ``username=`` query parameters are ``***`` (issue 23, point 6)."""
+    scheme, sep, rest = url.partition("://")
+    base, query_sep, query = rest.partition("?")
+    if "@" in base:
+        base = "***@" + base.rsplit("@", 1)[1]
+    if query_sep:
+        query = _SECRET_QUERY.sub(r"\1***", query)
+    return scheme + sep + base + query_sep + query
+
+
 def parse_redis_url(text: str) -> str:
     """A Redis or Valkey URL: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://`` (TLS) or
     ``unix:///path/to/socket``."""
     scheme, sep, rest = text.partition("://")
     if not sep or scheme.lower() not in ("redis", "rediss", "unix") or not rest.strip("/"):
         raise ConfigError(
-            f"IPINTEL_REDIS_URL: {text.split('@')[-1]!r} is not a redis://host:port/db, rediss:// (TLS) or "
+            f"IPINTEL_REDIS_URL: {redacted_url(text)!r} is not a redis://host:port/db, rediss:// (TLS) or "
             "unix:///socket URL"
         )
     return text

@@ -65,6 +65,13 @@ def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
     worker calls ``listen`` on its own). Port 0 picks a free port, the same for all of them. The
     options are hypercorn's own for a bound socket (``Config._create_sockets``)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if port != 0:
+        # SO_REUSEPORT would let us bind beside another process of the same user already listening on the port
+        # (with SO_REUSEPORT too) and share its connections, silently (issue 23, point 8). A socket without it
+        # cannot be bound while anything listens there: the port in use is reported at once, as promised.
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past connections in TIME_WAIT are fine
+            probe.bind((host, port))
     sockets: list[socket.socket] = []
     try:
         for _ in range(count):

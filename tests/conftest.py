@@ -50,6 +50,8 @@ def settings(tmp_path: Path, city_db: Path, asn_db: Path) -> Settings:
         feeds_enabled=False,
         rate_limits=None,
         log_format="text",
+        # The in-process client's base URL (tests/support/app.py); tests/test_hosts.py checks the default.
+        allowed_hosts=("ipintel.test", "localhost", "127.0.0.1", "::1"),
     )
 
 

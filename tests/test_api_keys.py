@@ -89,7 +89,7 @@ def test_the_file_format() -> None:
     [
         (f"bad/name sha256:{digest(ALICE)}", "the name must be"),
         (f"{'n' * 65} sha256:{digest(ALICE)}", "the name must be"),
-        ("alice", "has no digest"),
+        ("alice", "a name without a digest"),
         (f"alice {ALICE}", "must be sha256: followed by 64 hexadecimal digits"),  # the key pasted, not its digest
         (f"alice sha256:{digest(ALICE)[:-1]}", "must be sha256: followed by 64"),
         (f"alice md5:{digest(ALICE)}", "must be sha256:"),
@@ -109,9 +109,9 @@ def test_a_malformed_line_names_its_number_never_its_text(text: str, reason: str
 
 
 def test_duplicate_names_and_keys_are_refused() -> None:
-    with pytest.raises(KeyFileError, match="line 2: the name 'alice' is already used on line 1"):
+    with pytest.raises(KeyFileError, match="line 2: the name is already used on line 1"):
         parse_key_file(f"{line('alice', ALICE)}\n{line('alice', BOB)}")
-    with pytest.raises(KeyFileError, match="line 3: the key of 'bob' is the same key as on line 1") as raised:
+    with pytest.raises(KeyFileError, match="line 3: the key is the same key as on line 1") as raised:
         parse_key_file(f"{line('alice', ALICE)}\n\n{line('bob', ALICE)}")
     assert digest(ALICE) not in str(raised.value)
 
@@ -341,10 +341,18 @@ async def test_a_replaced_file_is_reloaded_and_a_broken_one_refused(
         metrics = (await client.get("/metrics")).text
         assert 'ipintel_api_key_file_reloads_total{outcome="error"} 1.0' in metrics
         assert 'ipintel_api_key_file_reloads_total{outcome="ok"} 1.0' in metrics
-        # A file removed keeps the keys in force too; its return is loaded.
+        # A file removed revokes every key, loudly (issue 23, point 10: they stayed in force in silence); its
+        # return is loaded.
+        caplog.clear()
         await asyncio.to_thread(keys_file.unlink)
-        await asyncio.sleep(0.2)
-        assert await status(client, CAROL) == 200
+
+        async def revoked() -> bool:
+            return await status(client, CAROL) == 401
+
+        assert await until(revoked)
+        assert "is gone" in caplog.text and "revoked" in caplog.text
+        assert 'ipintel_api_key_file_reloads_total{outcome="removed"} 1.0' in (await client.get("/metrics")).text
+        assert "ipintel_api_keys 0.0" in (await client.get("/metrics")).text
         write_keys(keys_file, line("alice", ALICE))
 
         async def back() -> bool:
@@ -383,7 +391,7 @@ def test_sighup_reloads_the_key_file(keys_file: Path, city_db: Path) -> None:
 def test_a_malformed_file_at_start_is_a_configuration_error(tmp_path: Path, city_db: Path) -> None:
     keys = write_keys(tmp_path / "keys.txt", line("alice", ALICE), f"bob sha256:{digest(BOB)} general=0")
     for path, reason in (
-        (keys, "line 3: the general limit of 'bob' must be 1 to 1000000"),
+        (keys, "line 3: the general limit must be 1 to 1000000"),
         (tmp_path / "missing", "cannot be read: No such file or directory"),
     ):
         env = settings_env({**_env(path, city_db), "IPINTEL_PORT": "0"})
@@ -462,3 +470,42 @@ def test_the_python_sdk_connects_with_a_bearer_key(keys_file: Path, city_db: Pat
 
         with pytest.raises(BaseException):  # noqa: B017 - the SDK wraps the 401 in an exception group
             asyncio.run(without_a_key())
+
+
+# Issue 23 ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ALICE,  # a key pasted alone on a line: it is the "name", and had "no digest"
+        f"{ALICE} sha256:{digest(BOB)}",  # a key where the name goes
+        f"{line('alice', ALICE)}\nsome-key-{ALICE[:20]} sha256:{digest(f'some-key-{ALICE[:20]}')}",
+    ],
+    ids=["key-alone", "key-as-name", "own-key-as-name"],
+)
+def test_a_key_in_the_file_is_refused_and_never_repeated(text: str) -> None:
+    """Point 4: the error echoed the key (``the key '<key>' has no digest``), and a key in the name field was
+    accepted as a name, to reach logs and metrics labels."""
+    with pytest.raises(KeyFileError) as raised:
+        parse_key_file(text, "keys.txt")
+    message = str(raised.value)
+    assert ALICE not in message and ALICE[:20] not in message, message
+
+
+async def test_requests_without_a_valid_key_are_rate_limited(settings: Settings, keys_file: Path) -> None:
+    """Point 5: a 401 spent nothing, so guessing keys was unthrottled; now each spends a general token of the
+    address, and past them the answer is 429. A key shorter than 32 characters is never valid."""
+    limited = settings.replace(api_keys_file=keys_file, rate_limits={Quota.GENERAL: 5, Quota.DNS: 5, Quota.REGISTRY: 5})
+    async with running_app(limited) as client:
+        guesses = [
+            await client.get("/cidr?range=10.0.0.0/8", headers=bearer(f"guess-{n}-" + "x" * 32)) for n in range(7)
+        ]
+        assert [r.status_code for r in guesses] == [401] * 5 + [429] * 2
+        assert guesses[-1].headers["retry-after"]
+        short = await client.get("/cidr?range=10.0.0.0/8", headers=bearer("short"))
+        assert short.status_code == 429  # still limited; from another address it is a 401 saying why
+    async with running_app(limited, client=("203.0.113.8", 1)) as client:
+        short = await client.get("/cidr?range=10.0.0.0/8", headers=bearer("tooshort"))
+        assert short.status_code == 401 and "at least 32 characters" in short.json()["error"]["message"]
+        assert (await client.get("/cidr?range=10.0.0.0/8", headers=bearer(ALICE))).status_code == 200

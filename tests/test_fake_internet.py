@@ -30,6 +30,7 @@ def base(tmp_path: Path, city_db: Path) -> Settings:
         rate_limits=None,
         log_format="text",
         feeds_enabled=True,
+        allowed_hosts=("ipintel.test",),  # the in-process client's name (tests/support/app.py)
     )
 
 

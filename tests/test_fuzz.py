@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -342,3 +345,27 @@ def test_what_fuzzing_found_stays_fixed(api_schema, fuzz_server: tuple[str, Pope
     for rtype in ["", "A", "AAAA", "MX", "TXT", "NS", "CNAME", "mx", "Aaaa", "cname", "PTR", "ANY", "x", "AA", "MXX"]:
         response = httpx.get(f"{url}/dns/example.com", params={"type": rtype}, timeout=10)
         assert (response.status_code == 200) == documented.is_valid(rtype), (rtype, response.status_code)
+
+
+def _schemathesis_cli(url: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    command = [str(Path(sys.executable).with_name("schemathesis")), "run", f"{url}/openapi.json", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
+
+
+def test_schemathesis_every_check_including_the_allow_header(
+    net: FakeInternet, city_db: Path, asn_db: Path, tmp_path: Path
+) -> None:
+    """Issue 23's target: schemathesis' own run (its coverage phase, which sends the methods a path does not
+    document and checks the 405 and its Allow header) with every check it has. The caller is a public address
+    (X-Forwarded-For from a trusted proxy) so that GET /ip has an answer. POST /mcp is run apart without
+    positive_data_acceptance: a body the document allows with a 2026-07-28 header but no params._meta is one
+    that revision requires the server to refuse (docs/MCP.md), and the document cannot tie a body to a header."""
+    with start(net, city_db, asn_db, tmp_path, IPINTEL_TRUSTED_PROXIES="127.0.0.1/32") as (client, _proc):
+        url = str(client.base_url).rstrip("/")
+        common = ["--phases", "coverage", "-n", "5", "--request-timeout", "10", "-H", "X-Forwarded-For: 8.8.8.8"]
+        rest = _schemathesis_cli(url, "--checks", "all", "--exclude-path", "/mcp", *common)
+        assert rest.returncode == 0, rest.stdout[-6000:]
+        mcp = _schemathesis_cli(
+            url, "--checks", "all", "--exclude-checks", "positive_data_acceptance", "--include-path", "/mcp", *common
+        )
+        assert mcp.returncode == 0, mcp.stdout[-6000:]

@@ -377,10 +377,15 @@ def test_production_overlay(production: list[Doc]) -> None:
         "registry.example.com/ipintel/ipintel-resolver:0.1.0",
     }
     policy_sources = find(production, "NetworkPolicy")["spec"]["ingress"][0]["from"]
-    assert {s["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for s in policy_sources} == {
-        "envoy-gateway-system",
-        "monitoring",
-    }
+    # Issue 23, point 9: the pod network is trusted for X-Forwarded-For, so a whole namespace admitted (any pod
+    # of monitoring) could forge client addresses: each source is a namespace AND its proxy or scraper pods.
+    assert {
+        (
+            s["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            s["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+        )
+        for s in policy_sources
+    } == {("envoy-gateway-system", "envoy"), ("monitoring", "prometheus")}
 
 
 def test_production_is_published_through_the_gateway_api(production: list[Doc]) -> None:
@@ -537,3 +542,21 @@ def test_make_image_says_clearly_when_there_is_no_container_engine(tmp_path: Pat
     )
     assert result.returncode != 0
     assert "no usable container engine" in result.stderr
+
+
+def test_production_valkey_requires_a_password_the_api_reads_from_a_secret(production: list[Doc]) -> None:
+    """Issue 23, point 12: the production Valkey ran without a password, protected by the NetworkPolicy alone."""
+    (valkey,) = find(production, "Deployment", "ipintel-redis")["spec"]["template"]["spec"]["containers"]
+    args = valkey["args"]
+    assert args[args.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in valkey["env"]}
+    assert env["REDIS_PASSWORD"] == env["REDISCLI_AUTH"] == {"name": "ipintel-redis", "key": "password"}
+    config = find(production, "ConfigMap", "ipintel-config")["data"]
+    assert "@" not in config["IPINTEL_REDIS_URL"]  # no password in the config map
+    path = config["IPINTEL_REDIS_PASSWORD_FILE"]
+    api = find(production, "Deployment", "ipintel")["spec"]["template"]["spec"]
+    (mount,) = [
+        m for c in api["containers"] for m in c.get("volumeMounts", []) if path.startswith(m["mountPath"] + "/")
+    ]
+    (volume,) = [v for v in api["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "ipintel-redis" and mount["readOnly"] is True

@@ -369,3 +369,36 @@ def test_header_values_decode_only_canonical_base64_of_utf8() -> None:
     assert decode_header_value("=?base64?/w==?=") is None  # not UTF-8
     assert decode_header_value("tab\tinside") is None  # a control character must be sent in base64
     assert decode_header_value("line\n") is None
+
+
+@pytest.mark.parametrize("version", [None, "2025-06-18", "2024-11-05"])
+async def test_routing_headers_that_disagree_with_an_older_body_are_refused(
+    settings: Settings, version: str | None
+) -> None:
+    """Issue 23, point 7: with an older version header (or none) the headers were not checked, so a request
+    could name one tool in Mcp-Name (what a gateway routes or limits on) and call another in the body."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "whois_ip", "arguments": {"ip": "8.8.8.8"}},
+    }
+    version_header = {"MCP-Protocol-Version": version} if version else {}
+    async with running_app(settings) as client:
+        for headers in (
+            {"Mcp-Method": "tools/call", "Mcp-Name": "calculate_cidr"},  # the cheap tool in the header
+            {"Mcp-Method": "tools/list"},
+            {"Mcp-Name": "=?base64?d2hvaXNfaXA?="},  # not canonical base64
+        ):
+            response = await post(client, call, **version_header, **headers)
+            assert response.status_code == 400, (headers, response.text)
+            assert response.json()["error"]["code"] == -32020
+        batch = [call, {**call, "id": 8, "params": {"name": "calculate_cidr", "arguments": {"range": "10.0.0.0/8"}}}]
+        refused = await post(
+            client, batch, **version_header, **{"Mcp-Method": "tools/call", "Mcp-Name": "calculate_cidr"}
+        )
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == -32020
+        # Headers that agree, or none at all, are answered as before.
+        agreeing = await post(client, call, **version_header, **{"Mcp-Method": "tools/call", "Mcp-Name": "whois_ip"})
+        assert agreeing.status_code == 200 and "result" in agreeing.json()
+        assert (await post(client, call, **version_header)).status_code == 200

@@ -227,7 +227,7 @@ async def test_profile_ip_and_lookup_ips_answer_what_their_routes_answer(
     assert [results[2]["error"]["code"], results[3]["error"]["code"]] == ["invalid_ip", "reserved_address"]
     assert results[4]["data"]["whois"] == rest_profile["whois"]
     assert rdap.hits[rdap.ip_path("arin", "3.3.3.3")] == 1  # one lookup, from the same cache every time
-    assert list(default["structuredContent"]["results"][0]["data"]) == ["ip", "geo", "vpn"]
+    assert list(default["structuredContent"]["results"][0]["data"]) == ["ip", "geo", "vpn", "notConsulted"]
 
 
 async def test_profile_and_batch_tools_spend_a_token_per_part_like_their_routes(settings: Settings) -> None:

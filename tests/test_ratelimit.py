@@ -316,7 +316,9 @@ async def test_ipv6_clients_in_one_slash_64_share_a_bucket(settings: Settings) -
         app = first.app  # type: ignore[attr-defined]
 
         def peer(address: str) -> httpx.AsyncClient:
-            return httpx.AsyncClient(transport=httpx.ASGITransport(app=app, client=(address, 1)), base_url="http://t")
+            return httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app, client=(address, 1)), base_url="http://localhost"
+            )
 
         assert (await first.get("/ip/8.8.8.8")).status_code == 200
         async with peer("2001:4860:1:2:ffff:eeee:dddd:cccc") as neighbour, peer("2001:4860:1:3::1") as other:
@@ -386,7 +388,7 @@ async def test_registry_scope_eleventh_request_is_refused_then_recovers() -> Non
     rules = [("/whois/{ip}", "registry"), ("/blacklist/{ip}", "registry"), *MCP_RULES]
     wrapped = RequestContextMiddleware(app, gate=RateLimitGate(limiter=rl, rules=rules))
     transport = httpx.ASGITransport(app=wrapped, client=("8.8.8.8", 1))
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         answers = [await client.get("/whois/1.1.1.1") for _ in range(11)]
         assert [a.status_code for a in answers] == [502] * 10 + [429]
         assert all(a.headers["ratelimit-policy"] == "10;w=60" for a in answers)

@@ -17,7 +17,9 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import BaseRoute, Mount, Route, Router
 
 from ipintel.app import create_app
+from ipintel.settings import Settings
 from ipintel.web.routing import SegmentRouter
+from tests.support.app import running_app
 
 
 def _named(template: str, methods: list[str] | None = None) -> Route:
@@ -39,7 +41,7 @@ def _routes() -> list[BaseRoute]:
         *(_named(t, ["GET"]) for t in templates),
         _named("/mcp", ["POST"]),  # same path, other method: the first partial match wins (405)
         _named("/{anything}/tail", ["GET"]),
-        _named("/ip/special", ["GET"]),  # after /ip/{ip}: never reached, in both
+        _named("/ip/special", ["GET"]),  # after /ip/{ip}: reached here (a literal path wins), not in Starlette
         Mount("/static", app=mounted),
         _named("/late/{x}", ["GET"]),
     ]
@@ -108,7 +110,6 @@ async def test_known_cases() -> None:
     cases = {
         ("GET", "/ip/8.8.8.8"): (200, "/ip/{ip}"),
         ("GET", "/ip/8.8.8.8/vpn"): (200, "/ip/{ip}/vpn"),
-        ("GET", "/ip/special"): (200, "/ip/{ip}"),
         ("GET", "/cidr"): (200, "/cidr"),
         ("POST", "/cidr"): (405, None),
         ("POST", "/mcp"): (200, "/mcp"),
@@ -123,6 +124,16 @@ async def test_known_cases() -> None:
         assert actual == expected and actual[0] == status, (method, path)
         if route is not None:
             assert f'"route":"{route}"' in actual[1]
+
+
+async def test_a_literal_path_is_its_routes_for_every_method() -> None:
+    """Starlette matches GET /ip/special as /ip/{ip} (the first full match), and a method /ip/special does
+    not take as a 405 with /ip/{ip}'s Allow. A path a literal route spells is that route's here: issue 23's
+    GET /ip/batch (400 invalid_ip as the address "batch") and OPTIONS /ip/batch (405 Allow: HEAD, GET)."""
+    plain, indexed = _apps()
+    assert await _answer(plain, "GET", "/ip/special") == (200, '{"route":"/ip/{ip}","params":{"ip":"special"}}')
+    assert await _answer(indexed, "GET", "/ip/special") == (200, '{"route":"/ip/special","params":{}}')
+    assert (await _answer(indexed, "GET", "/ip/other"))[1] == '{"route":"/ip/{ip}","params":{"ip":"other"}}'
 
 
 async def test_a_trailing_newline_is_routed_like_a_trailing_space() -> None:
@@ -157,3 +168,16 @@ async def test_requests_under_a_root_path_take_starlettes_own_path() -> None:
     app = Starlette()
     app.router = SegmentRouter([_named("/a", ["GET"])], redirect_slashes=False)
     assert await _answer(app, "GET", "/a", root_path="/prefix") == (200, '{"route":"/a","params":{}}')
+
+
+async def test_get_and_options_of_the_batch_route_are_405_with_allow_post(settings: Settings) -> None:
+    """Issue 23, point 13: OPTIONS /ip/batch was 405 with Allow: HEAD, GET (matched as /ip/{ip}) and GET
+    /ip/batch 400 invalid_ip (the address "batch"); schemathesis' Allow-header check failed on it."""
+    async with running_app(settings) as client:
+        for method in ("GET", "OPTIONS", "HEAD", "PUT", "DELETE"):
+            response = await client.request(method, "/ip/batch")
+            assert response.status_code == 405, (method, response.text)
+            assert response.headers["allow"] == "POST", method
+            if method != "HEAD":
+                assert response.json()["error"]["code"] == "method_not_allowed"
+        assert (await client.get("/ip/8.8.8.8")).status_code == 200  # a parametric path is unchanged

@@ -26,8 +26,9 @@ from ipintel.capabilities.cymru import CymruAsnSource, origin_name
 from ipintel.infra.limiter import Quota, RateLimiter
 from ipintel.infra.resolver import Resolver
 from ipintel.infra.shared import SharedRateLimiter, SharedStore
+from ipintel.service import Intel
 from ipintel.settings import ConfigError, Settings
-from tests.support.app import free_port, running_app, server_process
+from tests.support.app import free_port, running_app, server_process, wait_for
 from tests.support.dns_server import DnsServer
 from tests.support.fake_internet import ARIN_IP, RIPE_IP, FakeInternet
 from tests.support.mcp import call_tool, error_of
@@ -363,3 +364,113 @@ def test_redis_killed_mid_traffic_then_restarted(fleet: tuple[RedisServer, list[
     # Shared again: one bucket for the three.
     answers = spread(clients, f"/whois/{ARIN_IP}", 12)
     assert [r.status_code != 429 for r in answers] == [True] * 10 + [False] * 2
+
+
+def test_a_healthy_redis_stays_in_use_when_the_loop_is_delayed_by_100_ms(
+    tmp_path_factory: pytest.TempPathFactory, city_db: Path
+) -> None:
+    """Issue 23, point 3: the Redis timeout was measured on the event loop, so a loop busy for 80 ms marked a
+    Redis answering in 1 ms down, and each process then limited on its own: 3 x 10 registry requests, not 10.
+    Three processes whose loops are held 100 ms at a time by CPU-bound work (tests/support/busy_loop.py)."""
+    require_redis()
+    with FakeInternet() as net, RedisServer() as redis, contextlib.ExitStack() as stack:
+        env = {
+            **net.env,
+            "IPINTEL_GEOIP_CITY_DB": str(city_db),
+            "IPINTEL_DATA_DIR": str(tmp_path_factory.mktemp("busy")),
+            "IPINTEL_FEEDS": "off",
+            "IPINTEL_REDIS_URL": redis.url,
+            "IPINTEL_RATE_LIMITS": "general=60,dns=30,registry=10",
+            "IPINTEL_LOG_LEVEL": "WARNING",
+        }
+        clients = [stack.enter_context(server_process(env, module="tests.support.busy_loop"))[0] for _ in range(3)]
+        for client in clients:  # the registry's answer in each process's cache: the requests below ask nobody
+            assert client.get(f"/whois/{ARIN_IP}").status_code == 200
+            # Three processes starting at once on two cores may miss a ping: Redis is in use again within 2 s.
+            assert wait_for(lambda c=client: c.get("/readyz").json()["data"]["checks"]["redis"]["status"] == "ok")
+        before = [
+            (metric(text, "ipintel_redis_failures_total"), metric(text, "ipintel_redis_bypassed_total"))
+            for text in (client.get("/metrics").text for client in clients)
+        ]
+        redis.flush()  # and full buckets
+        latencies = []
+        answers = []
+        started_all = time.monotonic()
+        for i in range(15):
+            started = time.monotonic()
+            answers.append(clients[i % 3].get(f"/whois/{ARIN_IP}"))
+            latencies.append(time.monotonic() - started)
+            started = time.monotonic()
+            clients[(i + 1) % 3].get("/healthz")
+            latencies.append(time.monotonic() - started)
+            time.sleep(0.07)  # paced, so that the requests meet the loops in every phase of their load
+        # The load is there: requests wait for the loop far longer than the 50 ms Redis timeout.
+        assert max(latencies) > 0.05, latencies
+        elapsed = time.monotonic() - started_all
+        assert elapsed < 6, elapsed  # registry=10: no token earned meanwhile
+        texts = [client.get("/metrics").text for client in clients]
+        seen = [[line for line in text.splitlines() if line.startswith("ipintel_redis_")] for text in texts]
+        assert [r.status_code != 429 for r in answers] == [True] * 10 + [False] * 5, (latencies, seen)
+        after = [
+            (metric(text, "ipintel_redis_failures_total"), metric(text, "ipintel_redis_bypassed_total"))
+            for text in texts
+        ]
+        assert after == before, seen  # no Redis operation timed out, none was bypassed
+        for client in clients:
+            assert client.get("/readyz").json()["data"]["checks"]["redis"]["status"] == "ok"
+
+
+async def test_a_password_in_the_urls_query_is_never_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 23, point 6: ``?password=`` (the only way to give a unix socket's password) was logged verbatim
+    by the warnings of a Redis that fails."""
+    secret = "s3cret-in-the-query"
+    store = SharedStore(f"redis://127.0.0.1:{free_port()}/0?password={secret}&username=user-{secret}", timeout=0.05)
+    with caplog.at_level("DEBUG", logger="ipintel"):
+        await store.start()  # nothing listens there: the warning names the URL
+        with contextlib.suppress(Exception):
+            await store.take("k", 1.0, 60.0)
+        await store.close()
+    shown = [record.getMessage() for record in caplog.records]
+    assert any("password=***" in line for line in shown), shown
+    assert not any(secret in line for line in shown), shown
+    assert secret not in store.safe_url and "username=***" in store.safe_url
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"IPINTEL_REDIS_URL": f"http://host/?password={secret}"})
+    assert secret not in str(refused.value)
+
+
+async def test_deployments_in_other_namespaces_share_nothing(settings: Settings, redis: RedisServer) -> None:
+    """Issue 23, point 12: keys had no per-deployment part, so two deployments on one Redis database shared
+    their buckets (and caches). IPINTEL_REDIS_NAMESPACE gives each its own."""
+    limits = {Quota.GENERAL: 60, Quota.DNS: 30, Quota.REGISTRY: 2}
+    blue = shared(settings, redis, rate_limits=limits, redis_namespace="blue")
+    green = shared(settings, redis, rate_limits=limits, redis_namespace="green")
+    async with running_app(blue) as a, running_app(green) as b, running_app(blue) as a2:
+        assert [(await a.get("/whois/3.3.3.3")).status_code != 429 for _ in range(2)] == [True, True]
+        assert (await a2.get("/whois/3.3.3.3")).status_code == 429  # the same namespace: the same bucket
+        assert (await b.get("/whois/3.3.3.3")).status_code != 429  # another deployment: its own bucket
+    keys = redis.keys()
+    assert any(k.startswith("ipintel:v1:blue:rl:registry:") for k in keys), keys
+    assert any(k.startswith("ipintel:v1:green:rl:registry:") for k in keys), keys
+
+
+async def test_a_password_file_authenticates_to_a_redis_that_requires_one(
+    settings: Settings, redis: RedisServer, tmp_path: Path
+) -> None:
+    """Issue 23, point 12: the production Valkey ran without a password. IPINTEL_REDIS_PASSWORD_FILE (a mounted
+    Secret) gives the service the password without putting it in the URL, the config map or a log line."""
+    password = "pw-" + "x" * 20
+    assert redis.command("CONFIG", "SET", "requirepass", password).startswith(b"+OK")
+    secret = tmp_path / "password"
+    secret.write_text(password + "\n")
+    limited = shared(settings, redis, rate_limits={Quota.GENERAL: 60, Quota.DNS: 30, Quota.REGISTRY: 10})
+    async with running_app(limited.replace(redis_password_file=secret)) as client:
+        assert (await client.get("/whois/3.3.3.3")).headers["ratelimit-remaining"] == "9"
+        assert (await client.get("/readyz")).json()["data"]["checks"]["redis"]["status"] == "ok"
+    async with running_app(limited) as client:  # no password: Redis refuses, the service says so and goes on
+        await client.get("/whois/3.3.3.3")
+        check = (await client.get("/readyz")).json()["data"]["checks"]["redis"]
+        assert check["status"] == "degraded" and password not in str(check)
+    missing = Settings.from_env({"IPINTEL_REDIS_URL": redis.url, "IPINTEL_REDIS_PASSWORD_FILE": str(tmp_path / "no")})
+    with pytest.raises(ConfigError, match="IPINTEL_REDIS_PASSWORD_FILE"):  # exit 2 at start
+        Intel.from_settings(missing)

@@ -115,7 +115,7 @@ def answering_workers(port: int, workers: set[int], connections: int = 16) -> li
         for _ in range(connections):
             sock = socket.create_connection(("127.0.0.1", port), timeout=30)
             socks.append(sock)
-            sock.sendall(b"GET /ip/8.8.8.8 HTTP/1.1\r\nHost: ipintel.test\r\n\r\n")
+            sock.sendall(b"GET /ip/8.8.8.8 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             head = sock.recv(65536)
             assert head.startswith(b"HTTP/1.1 200 "), head[:200]
         table = _tcp_table()
@@ -333,3 +333,33 @@ def test_a_configuration_error_found_by_the_app_stops_the_start_before_any_worke
     assert done.returncode == 2
     assert "configuration error: IPINTEL_DNSBL_ZONES: 'not a zone' is not a DNS zone name" in done.stderr
     assert "worker 1" not in done.stderr and "supervisor" not in done.stderr
+
+
+def test_a_port_another_process_listens_on_with_so_reuseport_is_in_use(city_db: Path) -> None:
+    """Issue 23, point 8: SO_REUSEPORT let the supervisor bind beside another process's listener on the same
+    port (same user, SO_REUSEPORT too) and share its connections; the docs promise "a port in use is reported
+    at once"."""
+    from ipintel.supervisor import listening_sockets
+
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        with pytest.raises(OSError) as refused:
+            listening_sockets("127.0.0.1", port, 2)
+        assert refused.value.errno == 98  # EADDRINUSE
+        env = settings_env(
+            {"IPINTEL_GEOIP_CITY_DB": str(city_db), "IPINTEL_WORKERS": "2", "IPINTEL_RATE_LIMITS": "off"}
+            | {"IPINTEL_HOST": "127.0.0.1", "IPINTEL_PORT": str(port)}
+        )
+        proc = subprocess.run([sys.executable, "-m", "ipintel"], cwd=ROOT, env=env, capture_output=True, timeout=60)
+        assert proc.returncode != 0, proc.stdout + proc.stderr
+        assert b"in use" in proc.stdout + proc.stderr
+    # A free port is bound as before, every socket on the same port.
+    sockets = listening_sockets("127.0.0.1", 0, 2)
+    try:
+        assert len({s.getsockname()[1] for s in sockets}) == 1
+    finally:
+        for sock in sockets:
+            sock.close()

@@ -27,6 +27,7 @@ nothing for the same prefix or AS.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import re
@@ -56,7 +57,7 @@ _HANDLE_SEPARATOR = re.compile(r"\s+-(?:\s+|\Z)")
 # The prefix lengths asked of the shared store for an address: those a global announcement can have
 # (longer ones are filtered in BGP). A longer one is still cached, in process.
 _SHARED_LENGTHS = {4: range(32, 7, -1), 6: range(64, 15, -1)}
-_SHARED = f"{PREFIX}cymru:"
+_SHARED = f"{PREFIX}cymru:"  # without a namespace; CymruAsnSource uses its store's prefix
 
 
 def _expiry(key: Any, entry: tuple[Any, float], now: float) -> float:
@@ -150,14 +151,41 @@ class CymruAsnSource:
         self.ttl = ttl
         self.clock = clock
         self.shared = shared
+        self._shared_prefix = f"{shared.prefix}cymru:" if shared is not None else _SHARED
         self._origins = _Expiring(max_entries, clock)  # prefix -> (ASN, expiry)
         self._unannounced = _Expiring(max_entries, clock)  # address -> (True, expiry)
         self._names = _Expiring(max_entries, clock)  # ASN -> (name or None, expiry)
         # Prefix lengths held in _origins (at most 129 values), so a lookup
         # probes only the lengths that can match.
         self._lengths: set[tuple[int, int]] = set()
+        # Single flight (issue 23): the lookups under way, by address, so that the GeoIP record and the VPN
+        # verdict of one address (a profile asks both at once) share one origin and one name query.
+        self._inflight: dict[IPAddress, asyncio.Future[AsnInfo | None]] = {}
+
+    def cached(self, ip: IPAddress) -> tuple[bool, AsnInfo | None]:
+        """What the in-process caches know, asking nobody: ``(True, info)`` when they answer (``info``
+        ``None``: not announced), ``(False, None)`` when only a query could tell."""
+        asn = self._cached_origin(ip)
+        if asn is None:
+            return (True, None) if ip in self._unannounced else (False, None)
+        entry = self._names.get(asn)
+        if entry is None:
+            return False, None
+        return True, AsnInfo(asn, organisation(entry[0]))
 
     async def lookup(self, ip: IPAddress) -> AsnInfo | None:
+        known, info = self.cached(ip)
+        if known:
+            return info
+        flight = self._inflight.get(ip)
+        if flight is None:
+            flight = asyncio.ensure_future(self._lookup(ip))
+            self._inflight[ip] = flight
+            flight.add_done_callback(lambda _: self._inflight.pop(ip, None))
+        # shield: a caller that goes away does not cancel the lookup another caller shares.
+        return await asyncio.shield(flight)
+
+    async def _lookup(self, ip: IPAddress) -> AsnInfo | None:
         try:
             asn = await self._origin_asn(ip)
         except ResolverError as exc:
@@ -198,7 +226,7 @@ class CymruAsnSource:
             await self._remember_unannounced(ip)
             return None
         self._remember_origin(origin.prefix, origin.asn, self.ttl)
-        await self._share([(f"{_SHARED}origin:{origin.prefix}", origin.asn)])
+        await self._share([(f"{self._shared_prefix}origin:{origin.prefix}", origin.asn)])
         return origin.asn
 
     def _remember_origin(self, prefix: IPNetwork, asn: int, seconds: float) -> None:
@@ -207,7 +235,7 @@ class CymruAsnSource:
 
     async def _remember_unannounced(self, ip: IPAddress) -> None:
         self._unannounced[ip] = (True, self.clock() + self.ttl)
-        await self._share([(f"{_SHARED}unannounced:{ip}", True)])
+        await self._share([(f"{self._shared_prefix}unannounced:{ip}", True)])
 
     def _cached_origin(self, ip: IPAddress) -> int | None:
         for version, length in sorted(self._lengths, key=lambda vl: -vl[1]):
@@ -223,7 +251,8 @@ class CymruAsnSource:
         """``(True, asn)`` for a covering announcement in the shared store (the most specific), ``(True,
         None)`` when it says "not announced", ``(False, None)`` when it knows nothing (or is unavailable)."""
         prefixes = [ipaddress.ip_network((ip, length), strict=False) for length in _SHARED_LENGTHS[ip.version]]
-        keys = [f"{_SHARED}unannounced:{ip}", *(f"{_SHARED}origin:{prefix}" for prefix in prefixes)]
+        shared_prefix = self._shared_prefix
+        keys = [f"{shared_prefix}unannounced:{ip}", *(f"{shared_prefix}origin:{prefix}" for prefix in prefixes)]
         try:
             values = await shared.mget(keys)
         except SharedUnavailable:
@@ -243,7 +272,7 @@ class CymruAsnSource:
         if entry is not None:
             cached: str | None = entry[0]
             return cached
-        key = f"{_SHARED}name:{asn}"
+        key = f"{self._shared_prefix}name:{asn}"
         if self.shared is not None:
             try:
                 (value,) = await self.shared.mget([key])

@@ -19,13 +19,24 @@ again at once only prolongs the refusal.
 Rate limits stay honest: each part that asks an upstream spends one token of
 its own quota per address (the quota its single route spends), and a part
 whose token is not there is ``rate_limited`` in its place while the address's
-other parts are answered. GeoIP and VPN verdicts are local lookups and spend
-nothing per address.
+other parts are answered. Once a quota refused a token, the batch asks for no
+more of it until the bucket has one again: a refused spend is a round trip to
+Redis, and a spent quota stays spent for seconds.
+
+In a batch, GeoIP and VPN verdicts are *local*: answered from the databases,
+the feeds, the shipped lists and what the caches already hold, asking no
+upstream and spending nothing per address (issue 23: one token must not buy a
+thousand PTR and Team Cymru queries to name servers the caller picks). What a
+local answer could not consult is said in the answer: the verdict's
+``unchecked:<source>`` reasons and the profile's ``notConsulted``
+(docs/API.md#profile-and-batch). A single profile consults everything, for its
+request's token, as the routes of its parts do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +52,10 @@ BATCH_DEFAULT: tuple[str, ...] = ("geo", "vpn")
 
 # At most this many addresses of one batch are worked on at once (see the module docstring).
 ADDRESSES_IN_FLIGHT = 16
+# A batch of inline (local) parts gives the event loop to other requests after this many addresses.
+_INLINE_SLICE = 64
+# The reasons of a verdict that name a source it did not consult (``unchecked:ptr``).
+UNCHECKED = "unchecked:"
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,8 @@ class Part:
     quota: Quota | None
     fetch: Callable[[str, Batch], Awaitable[dict[str, Any]]]
     peek: Callable[[str], Callable[[], dict[str, Any]] | None] | None = None
+    # Asks no upstream (a batch's geo and vpn): awaited in the request's own task, without a task per address.
+    inline: bool = False
 
 
 @dataclass
@@ -63,6 +80,29 @@ class Batch:
     spend: Spend = spend_nothing
     registries: RegistryGate = field(default_factory=RegistryGate)
     addresses: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(ADDRESSES_IN_FLIGHT))
+    # quota -> (monotonic time its bucket holds a token again, the refusal): not asked again before then.
+    refused: dict[Quota, tuple[float, ApiError]] = field(default_factory=dict)
+    # address -> the sources a local part could not consult for it (the profile's notConsulted).
+    notes: dict[str, set[str]] = field(default_factory=dict)
+
+    async def take(self, quota: Quota) -> None:
+        """Spend one token of ``quota``, or raise its ``rate_limited`` without asking while it is known spent."""
+        known = self.refused.get(quota)
+        if known is not None:
+            if time.monotonic() < known[0]:
+                raise ApiError(known[1].code, known[1].message)
+            del self.refused[quota]
+        try:
+            await self.spend(quota)
+        except ApiError as failure:
+            if failure.code == "rate_limited":
+                wait = failure.headers.get("Retry-After", "1")
+                self.refused[quota] = (time.monotonic() + (float(wait) if wait.isdigit() else 1.0), failure)
+            raise
+
+    def note(self, ip: str, source: str) -> None:
+        """``source`` was not consulted for ``ip`` (a local part's answer)."""
+        self.notes.setdefault(ip, set()).add(source)
 
 
 def parse_include(requested: Iterable[object] | None, default: Sequence[str]) -> tuple[str, ...]:
@@ -83,7 +123,7 @@ def parse_include(requested: Iterable[object] | None, default: Sequence[str]) ->
 async def _part(part: Part, ip: str, batch: Batch) -> dict[str, Any]:
     try:
         if part.quota is not None:
-            await batch.spend(part.quota)
+            await batch.take(part.quota)
         return await part.fetch(ip, batch)
     except ApiError as failure:
         return failure.to_dict()
@@ -104,6 +144,18 @@ def cached_profile(ip: str, parts: Sequence[Part]) -> dict[str, Any] | None:
             answer[part.name] = take()
         except ApiError as failure:
             answer[part.name] = failure.to_dict()
+    return _noted(answer, ())
+
+
+def _noted(answer: dict[str, Any], notes: Iterable[str]) -> dict[str, Any]:
+    """``answer`` with ``notConsulted``: the sources its local parts did not consult (``notes``, and the
+    ``unchecked:`` reasons of its verdict), when there are any."""
+    found = set(notes)
+    verdict = answer.get("vpn")
+    if verdict is not None and "reasons" in verdict:
+        found.update(r[len(UNCHECKED) :] for r in verdict["reasons"] if r.startswith(UNCHECKED))
+    if found:
+        answer["notConsulted"] = sorted(found)
     return answer
 
 
@@ -121,7 +173,16 @@ async def _fetch_profile(ip: str, parts: Sequence[Part], batch: Batch) -> dict[s
             answers = [await _part(parts[0], ip, batch)]
         else:
             answers = await asyncio.gather(*(_part(part, ip, batch) for part in parts))
-    return {"ip": ip, **{part.name: answer for part, answer in zip(parts, answers, strict=True)}}
+    answer = {"ip": ip, **{part.name: answer for part, answer in zip(parts, answers, strict=True)}}
+    return _noted(answer, batch.notes.pop(ip, ()))
+
+
+async def _inline_profile(ip: str, parts: Sequence[Part], batch: Batch) -> dict[str, Any]:
+    """The profile of parts that all ask no upstream, in the caller's task: no task, no address slot."""
+    answer: dict[str, Any] = {"ip": ip}
+    for part in parts:
+        answer[part.name] = await _part(part, ip, batch)
+    return _noted(answer, batch.notes.pop(ip, ()))
 
 
 async def profiles(
@@ -133,6 +194,8 @@ async def profiles(
     done: dict[str, dict[str, Any]] = {}
     work: dict[str, asyncio.Task[dict[str, Any]]] = {}
     keys: list[str | ApiError] = []
+    inline = all(part.inline for part in parts)
+    computed = 0
     for text in given:
         try:
             ip = canonical(text)
@@ -144,6 +207,11 @@ async def profiles(
             known = cached_profile(ip, parts)
             if known is not None:
                 done[ip] = known
+            elif inline:
+                done[ip] = await _inline_profile(ip, parts, batch)
+                computed += 1
+                if computed % _INLINE_SLICE == 0:
+                    await asyncio.sleep(0)  # other requests get the loop between slices
             else:
                 work[ip] = asyncio.ensure_future(_fetch_profile(ip, parts, batch))
     if work:

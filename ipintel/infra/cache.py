@@ -39,7 +39,7 @@ from cachetools import TLRUCache
 
 from ipintel.encoding import dumps
 from ipintel.errors import ApiError
-from ipintel.infra.shared import PREFIX, SharedStore, SharedUnavailable
+from ipintel.infra.shared import SharedStore, SharedUnavailable
 
 log = logging.getLogger("ipintel.cache")
 
@@ -174,6 +174,13 @@ class Cache:
 
         return take
 
+    def store(self, key: Hashable, value: Any, seconds: float | None) -> None:
+        """Keep ``value`` for ``seconds`` (``None`` or ``<= 0``: not at all), in process only: what a local
+        lookup computed in the caller's task, without :meth:`get_or_load`'s task and single flight (a
+        synchronous computation has no flight to share)."""
+        if seconds is not None and seconds > 0:
+            self._store(key, _Entry(value, None, self.clock() + seconds))
+
     async def _load(
         self, key: Hashable, load: Callable[[], Awaitable[Any]], ttl: Lifetime, error_ttl: ErrorLifetime
     ) -> Any:
@@ -201,7 +208,8 @@ class Cache:
 
     def _shared_key(self, key: Hashable) -> str:
         text = ":".join(str(part) for part in key) if isinstance(key, tuple) else str(key)
-        return f"{PREFIX}{self.name}:{text}"
+        assert self.shared is not None
+        return f"{self.shared.prefix}{self.name}:{text}"
 
     async def _shared_entry(self, key: Hashable) -> _Entry | None:
         """What Redis holds for ``key``, as a local entry expiring when Redis's does; ``None`` on a miss,

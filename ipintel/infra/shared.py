@@ -73,6 +73,45 @@ return {0, string.format('%.17g', (full_at - now) / 1000000)}
 """
 
 
+# A deadline that fires this much later than asked means the event loop was busy (another request's CPU work),
+# not that Redis was slow: the answer may be waiting in the socket, unread. The operation then gets its timeout
+# again, from the moment the loop is free, at most _MAX_EXTENSIONS times.
+_LATE = 0.010
+_MAX_EXTENSIONS = 20
+
+
+class _LagAwareDeadline:
+    """``IPINTEL_REDIS_TIMEOUT`` measured in time the event loop could have read Redis's answer (issue 23).
+
+    asyncio's timeout counts every millisecond, including those the loop spent on CPU-bound work elsewhere:
+    a loop busy for 80 ms with Redis answering in 1 ms made the store "down" and the rate limits fall back to
+    each process's own buckets, exactly when the service is loaded. Here the deadline is a callback: when it
+    runs on time, the operation has had its timeout and is cancelled (``TimeoutError``, as before); when it
+    runs late, the loop was busy, and the answer that arrived meanwhile is read in the loop's next turn, so the
+    deadline moves to a whole timeout from now. A Redis that is really down or frozen still fails within
+    about one timeout of loop time."""
+
+    __slots__ = ("_cm", "_handle", "_left", "_loop", "_timeout")
+
+    def __init__(self, cm: asyncio.Timeout, timeout: float) -> None:
+        self._cm = cm
+        self._timeout = timeout
+        self._left = _MAX_EXTENSIONS
+        self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_at(self._loop.time() + timeout, self._expire, self._loop.time() + timeout)
+
+    def _expire(self, due: float) -> None:
+        now = self._loop.time()
+        if now - due > _LATE and self._left > 0:
+            self._left -= 1
+            self._handle = self._loop.call_at(now + self._timeout, self._expire, now + self._timeout)
+            return
+        self._cm.reschedule(now)  # expires at once: the operation is cancelled and raises TimeoutError
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
 class SharedUnavailable(Exception):
     """Redis did not answer in time, failed, or is in its back-off: use the in-process state."""
 
@@ -86,8 +125,14 @@ class SharedStore:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         backoff: float = BACKOFF,
+        namespace: str = "",
+        password: str | None = None,
     ) -> None:
         self.url = url
+        self._password = password  # IPINTEL_REDIS_PASSWORD_FILE's: never in the URL, never logged
+        # Every key of this deployment starts with it (IPINTEL_REDIS_NAMESPACE): two deployments on one Redis
+        # database share nothing unless they share a namespace.
+        self.prefix = f"{PREFIX}{namespace}:" if namespace else PREFIX
         self.timeout = timeout
         self.backoff = backoff
         self._client: Redis | None = None
@@ -108,15 +153,20 @@ class SharedStore:
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
+        # The client's own timeouts are a backstop only: they are measured on the event loop, which a busy
+        # process delays; the timeout that decides is :class:`_LagAwareDeadline`'s.
+        backstop = max(1.0, _MAX_EXTENSIONS * self.timeout)
         self._client = Redis.from_url(
             self.url,
-            socket_timeout=self.timeout,
-            socket_connect_timeout=self.timeout,
+            socket_timeout=backstop,
+            socket_connect_timeout=backstop,
             # No retries inside the client: a failed operation falls back at once, and the back-off decides
             # when Redis is asked again.
             retry=Retry(NoBackoff(), 0),
             client_name="ipintel",
         )
+        if self._password is not None:  # after from_url: a password in the URL is overridden by the file's
+            self._client.connection_pool.connection_kwargs["password"] = self._password
         self._take = self._client.register_script(_TAKE)
         try:
             await self.ping()
@@ -137,11 +187,10 @@ class SharedStore:
 
     @property
     def safe_url(self) -> str:
-        """The URL without its password, for logs."""
-        scheme, sep, rest = self.url.partition("://")
-        if "@" in rest:
-            rest = "***@" + rest.rsplit("@", 1)[1]
-        return scheme + sep + rest
+        """The URL without its password (in the user information or the query), for logs."""
+        from ipintel.settings import redacted_url
+
+        return redacted_url(self.url)
 
     # State -------------------------------------------------------------------
 
@@ -172,8 +221,12 @@ class SharedStore:
             raise SharedUnavailable(operation)
         self.operations[operation] += 1
         try:
-            async with asyncio.timeout(self.timeout):
-                result = await call(client)
+            async with asyncio.timeout(None) as deadline:
+                watch = _LagAwareDeadline(deadline, self.timeout)
+                try:
+                    result = await call(client)
+                finally:
+                    watch.cancel()
         except TimeoutError as exc:
             self._failed(operation, "timeout", f"no answer within {self.timeout:g} s")
             raise SharedUnavailable(operation) from exc
@@ -276,7 +329,7 @@ class SharedRateLimiter:
     async def take(self, client_key: str, quota: Quota) -> Decision:
         interval = self._intervals[quota]
         try:
-            allowed, seconds = await self.store.take(f"{PREFIX}rl:{quota}:{client_key}", interval, WINDOW)
+            allowed, seconds = await self.store.take(f"{self.store.prefix}rl:{quota}:{client_key}", interval, WINDOW)
         except SharedUnavailable:
             return self.local.take(client_key, quota)
         decision = self.local.decision(quota, allowed, seconds)

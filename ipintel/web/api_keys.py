@@ -62,6 +62,7 @@ NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")  # fullmatch
 _DIGEST = re.compile(r"sha256:([0-9a-fA-F]{64})")  # fullmatch
 MAX_FILE_BYTES = 1 << 20  # a key file is a few lines; a larger file is a mistake, not a key list
 MAX_KEY_BYTES = 1024  # a presented key longer than this is not one of ours: refused without hashing
+MIN_KEY_BYTES = 32  # a presented key shorter than this is refused: keys are long random strings (make api-key: 43)
 MAX_LIMIT = 1_000_000  # per minute, as IPINTEL_RATE_LIMITS
 BUCKET_PREFIX = "key:"  # the rate-limit key of an API key's requests: key:<name> (never an address)
 REALM = 'Bearer realm="ipintel"'
@@ -98,25 +99,49 @@ def parse_key_file(text: str, source: str = "IPINTEL_API_KEYS_FILE") -> list[Key
         def fail(reason: str, number: int = number) -> KeyFileError:
             return KeyFileError(f"{source} line {number}: {reason}")
 
+        # No message repeats a field: a key pasted alone on a line is its first field (issue 23, point 4).
         if len(fields) > 3:
             raise fail("a line is <name> sha256:<hex digest> [general=N,dns=N,registry=N], with no more fields")
         if not NAME.fullmatch(fields[0]):
             raise fail("the name must be 1 to 64 characters of A-Z a-z 0-9 . _ -")
         name = fields[0]
         if len(fields) < 2:
-            raise fail(f"the key {name!r} has no digest: give sha256:<64 hexadecimal digits> after its name")
+            raise fail(
+                "a name without a digest: give sha256:<64 hexadecimal digits> after it (make api-key); if this "
+                "line is a key pasted by mistake, remove it and revoke that key"
+            )
+        if looks_like_a_key(name):
+            raise fail(
+                "the name looks like a key (40 or more characters mixing upper case, lower case and digits): names "
+                "are labels shown in logs and metrics; a key never belongs in this file (make api-key)"
+            )
         digest_match = _DIGEST.fullmatch(fields[1])
         if digest_match is None:
-            raise fail(f"the digest of {name!r} must be sha256: followed by 64 hexadecimal digits (make api-key)")
+            raise fail("the digest must be sha256: followed by 64 hexadecimal digits (make api-key)")
         digest = bytes.fromhex(digest_match.group(1))
         limits = _parse_limits(fields[2], name, fail) if len(fields) == 3 else None
         if name in names:
-            raise fail(f"the name {name!r} is already used on line {names[name]}")
+            raise fail(f"the name is already used on line {names[name]}")
         if digest in digests:
-            raise fail(f"the key of {name!r} is the same key as on line {digests[digest]}")
+            raise fail(f"the key is the same key as on line {digests[digest]}")
         names[name] = digests[digest] = number
         keys.append(KeyLine(name, digest, limits, number))
+    # A name whose SHA-256 is a digest of the file is that key itself, written where its name goes.
+    for line in keys:
+        if hashlib.sha256(line.name.encode()).digest() in digests:
+            raise KeyFileError(f"{source} line {line.line}: the name is a key of this file: never write a key here")
     return keys
+
+
+def looks_like_a_key(name: str) -> bool:
+    """A name of 40+ characters mixing upper case, lower case and digits: what ``make api-key`` prints (43
+    characters of URL-safe base64), not what anyone names a client."""
+    return (
+        len(name) >= 40
+        and any(c.isupper() for c in name)
+        and any(c.islower() for c in name)
+        and any(c.isdigit() for c in name)
+    )
 
 
 def _parse_limits(text: str, name: str, fail: Any) -> dict[Quota, int]:
@@ -124,12 +149,12 @@ def _parse_limits(text: str, name: str, fail: Any) -> dict[Quota, int]:
     for item in text.split(","):
         quota, sep, value = item.partition("=")
         if not sep or quota.lower() not in tuple(Quota) or not value.isdigit():
-            raise fail(f"the limits of {name!r} must be scope=N items, comma separated, scopes {', '.join(Quota)}")
+            raise fail(f"the limits must be scope=N items, comma separated, scopes {', '.join(Quota)}")
         if Quota(quota.lower()) in limits:
-            raise fail(f"the limits of {name!r} name the {quota.lower()} scope twice")
+            raise fail(f"the limits name the {quota.lower()} scope twice")
         number = int(value)
         if not 1 <= number <= MAX_LIMIT:
-            raise fail(f"the {quota.lower()} limit of {name!r} must be 1 to {MAX_LIMIT} per minute")
+            raise fail(f"the {quota.lower()} limit must be 1 to {MAX_LIMIT} per minute")
         limits[Quota(quota.lower())] = number
     return limits
 
@@ -221,9 +246,15 @@ _MESSAGES = {
     "missing": "this server requires an API key: send it as Authorization: Bearer <key> (or X-API-Key: <key>)",
     "malformed": "the Authorization header must be 'Bearer <key>' (or send the key as X-API-Key: <key>)",
     "invalid": "the API key is not valid: it is not one of this server's keys (mistyped or revoked)",
+    "short": f"the API key is not valid: keys are at least {MIN_KEY_BYTES} characters (make api-key makes them)",
 }
 # The error attribute of the challenge (RFC 6750 section 3.1): none when no key was sent at all.
-_CHALLENGE_ERRORS = {"missing": None, "malformed": "invalid_request", "invalid": "invalid_token"}
+_CHALLENGE_ERRORS = {
+    "missing": None,
+    "malformed": "invalid_request",
+    "invalid": "invalid_token",
+    "short": "invalid_token",
+}
 
 
 def refusal(reason: str) -> Unauthorized:
@@ -341,6 +372,9 @@ class ApiKeys:
             self.refusals[presented] += 1
             raise refusal(presented)
         key = None
+        if len(presented) < MIN_KEY_BYTES:
+            self.refusals["invalid"] += 1
+            raise refusal("short")
         if len(presented) <= MAX_KEY_BYTES:
             digest = hashlib.sha256(presented).digest()
             # The index finds the candidate; the comparison that decides runs in constant time.
@@ -389,8 +423,8 @@ class ApiKeys:
             if key == self._loaded:
                 self._pending = self._failed = None
                 return False
-            if key is None or key == self._failed:
-                return False  # gone (the keys in force stay), or already refused: until it changes again
+            if key == self._failed:
+                return False  # already refused: until it changes again
             if key != self._pending:
                 self._pending = key  # changed: act when it holds still one interval
                 return False
@@ -399,6 +433,21 @@ class ApiKeys:
 
     async def _load(self, key: _StatKey | None, why: str) -> bool:
         before = set(self.names)
+        if key is None and not self.path.exists():
+            # Gone (issue 23, point 10): deleting the file is how an operator revokes everything in a hurry, and
+            # keys nobody can see any more must not stay in force in silence. Every API request is 401 until a
+            # file is back; the routes that need no key stay open.
+            self._install([])
+            self._loaded = None
+            self.reloads["removed"] += 1
+            log.error(
+                "the API key file %s is gone (%s): its %d keys are revoked, every API request is refused 401 "
+                "until a key file is back",
+                self.path,
+                why,
+                len(before),
+            )
+            return True
         try:
             lines = await asyncio.to_thread(read_key_file, self.path)
         except KeyFileError as exc:
@@ -503,6 +552,6 @@ class _KeysCollector(Collector):
         reloads = CounterMetricFamily(
             "ipintel_api_key_file_reloads", "Loads of a new API key file, by outcome.", labels=["outcome"]
         )
-        for outcome in ("ok", "error"):
+        for outcome in ("ok", "error", "removed"):
             reloads.add_metric([outcome], keys.reloads[outcome])
         yield reloads

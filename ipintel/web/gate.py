@@ -133,8 +133,19 @@ class RateLimitGate:
         return caller, self.rules.quota_of(scope["path"])
 
     def admit(self, scope: Scope) -> Decision | None:
-        """Spend the request's token: the decision, or ``None`` when the request is not limited."""
-        caller, quota = self._limited(scope)
+        """Spend the request's token: the decision, or ``None`` when the request is not limited.
+
+        A request refused 401 spends a ``general`` token of its address (issue 23, point 5): guessing keys is
+        limited like any request, and once the address's bucket is empty the answer is 429, not 401."""
+        try:
+            caller, quota = self._limited(scope)
+        except ApiError as refusal:  # Unauthorized (web.api_keys imports this module)
+            if refusal.code != "unauthorized" or self.limiter is None:
+                raise
+            decision = self.limiter.take(scope["state"]["caller"].key, Quota.GENERAL)
+            if decision.allowed:
+                raise
+            return decision
         limiter = self.limiter if caller.limits is None else caller.limits.local  # a key's own limits
         if limiter is None or quota is None:
             return None
@@ -143,7 +154,15 @@ class RateLimitGate:
     async def admit_shared(self, scope: Scope) -> Decision | None:
         """:meth:`admit` with the bucket in Redis (one round trip; the in-process bucket when Redis is not
         available)."""
-        caller, quota = self._limited(scope)
+        try:
+            caller, quota = self._limited(scope)
+        except ApiError as refusal:
+            if refusal.code != "unauthorized" or self.shared is None:
+                raise
+            decision = await self.shared.take(scope["state"]["caller"].key, Quota.GENERAL)
+            if decision.allowed:
+                raise
+            return decision
         shared = self.shared if caller.limits is None else caller.limits.shared  # a key's own limits
         if shared is None or quota is None:
             return None
@@ -217,4 +236,8 @@ def quota_spender(limiter: RateLimiter | SharedRateLimiter | None, key: str) -> 
 def _spent(decision: Decision, quota: Quota) -> None:
     if not decision.allowed:
         wait = max(1, math.ceil(decision.retry_after or 1))
-        raise ApiError("rate_limited", f"the {quota} rate limit is spent; call again in {wait} s")
+        raise ApiError(
+            "rate_limited",
+            f"the {quota} rate limit is spent; call again in {wait} s",
+            headers={"Retry-After": str(wait)},
+        )

@@ -21,7 +21,8 @@ from ipintel.errors import ApiError
 from ipintel.logs import access_log
 from ipintel.web.api_keys import Unauthorized
 from ipintel.web.gate import RateLimitGate, rate_limit_headers, refuse
-from ipintel.web.responses import error_body, raw_headers, send_body, send_error
+from ipintel.web.hosts import HostCheck
+from ipintel.web.responses import error_body, raw_headers, rpc_refusal_body, send_body, send_error
 
 errors_log = logging.getLogger("ipintel.error")
 
@@ -29,6 +30,11 @@ RequestObserver = Callable[[str, str, int, float], None]
 
 _SANE_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")  # fullmatch: "$" would let "abc\n" pass
 _INTERNAL = ApiError("internal_error", "an internal error occurred; quote the request id when reporting it")
+# Every answer: a browser must not guess another type than the one sent (docs/API.md#conventions).
+_NOSNIFF = (b"x-content-type-options", b"nosniff")
+# An answer that depends on who asks (GET /ip, anything under an API key): no shared cache may keep it, and
+# one that keeps it privately keys it by the credentials.
+_PRIVATE = ((b"cache-control", b"private, no-store"), (b"vary", b"Authorization, X-API-Key"))
 
 
 # Request ids must be unique, not secret: a PRNG seeded from the OS is enough,
@@ -57,10 +63,17 @@ class RequestContextMiddleware:
     the time. A refused request still gets its id, access line and metrics."""
 
     def __init__(
-        self, app: ASGIApp, *, gate: RateLimitGate | None = None, observe: RequestObserver | None = None
+        self,
+        app: ASGIApp,
+        *,
+        gate: RateLimitGate | None = None,
+        observe: RequestObserver | None = None,
+        hosts: HostCheck | None = None,
     ) -> None:
         self.app = app
         self.gate = gate
+        # IPINTEL_ALLOWED_HOSTS (None: any Host): checked before anything else, DNS rebinding.
+        self.hosts = hosts
         # Called once per request with (method, route template, status, seconds): the /metrics hook.
         self.observe = observe
 
@@ -80,10 +93,18 @@ class RequestContextMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [*message.get("headers", ()), header, *extra]
+                headers = message.get("headers", ())
+                if any(name == b"x-content-type-options" for name, _ in headers):
+                    message["headers"] = [*headers, header, *extra]  # the page's own security headers
+                else:
+                    message["headers"] = [*headers, header, _NOSNIFF, *extra]
             await send(message)
 
         try:
+            hosts = self.hosts
+            if hosts is not None and not hosts.allows(scope):
+                await misdirected(send_with_id, scope)
+                return
             gate = self.gate
             if gate is None:
                 decision = None
@@ -91,8 +112,11 @@ class RequestContextMiddleware:
                 decision = gate.admit(scope)  # in process: synchronous, the hot path
             else:
                 decision = await gate.admit_shared(scope)  # the buckets in Redis (IPINTEL_REDIS_URL)
+            caller = state.get("caller")
+            if scope["path"] == "/ip" or (caller is not None and caller.api_key is not None):
+                extra = [*_PRIVATE]
             if decision is not None:
-                extra = rate_limit_headers(decision)
+                extra = [*extra, *rate_limit_headers(decision)]
                 if not decision.allowed:
                     await refuse(send_with_id, scope["path"], decision)  # send_with_id adds `extra`
                     return
@@ -108,7 +132,7 @@ class RequestContextMiddleware:
             errors_log.exception("unhandled error", extra={"request_id": request_id, "path": scope.get("path")})
             if status == 0:
                 status = 500
-                await send_error(send, _INTERNAL, [header, *extra])
+                await send_error(send, _INTERNAL, [header, _NOSNIFF, *extra])
         finally:
             observe = self.observe
             if access_log.enabled or observe is not None:
@@ -127,6 +151,20 @@ class RequestContextMiddleware:
                         caller.ip if (caller := state.get("caller")) is not None else (client[0] if client else None),
                         caller.api_key if caller is not None else None,  # the key's name, never the key
                     )
+
+
+async def misdirected(send: Send, scope: Scope) -> None:
+    """421 ``misdirected_request``: the request names a host this server is not (docs/CONFIGURATION.md,
+    IPINTEL_ALLOWED_HOSTS); a JSON-RPC error on ``/mcp``, which always answers JSON-RPC."""
+    error = ApiError(
+        "misdirected_request",
+        "this server does not answer for the host named in the request (IPINTEL_ALLOWED_HOSTS)",
+    )
+    path = scope.get("path", "")
+    if path == "/mcp" or path.startswith("/mcp/"):
+        await send_body(send, 421, rpc_refusal_body(error.message, {"httpStatus": 421, "code": error.code}))
+    else:
+        await send_error(send, error, head=scope.get("method") == "HEAD")
 
 
 def router_error(refusal: HTTPException, scope: Scope) -> ApiError:

@@ -41,14 +41,19 @@ class SegmentRouter(Router):
     candidate for every request. Candidates keep their original order and are
     matched exactly as :meth:`Router.app` does, so the outcome (the route, a
     405 from a partial match, a 404) is the same as Starlette's; the equality
-    of the two is tested. One deliberate difference: a route's pattern ends at
-    the end of the path (:func:`strict_pattern`), not before a final newline.
+    of the two is tested. Two deliberate differences: a route's pattern ends at
+    the end of the path (:func:`strict_pattern`), not before a final newline; and a
+    path that a literal route (no parameters) spells exactly is that route's for
+    every method, whatever parametric route comes first: ``GET`` or ``OPTIONS
+    /ip/batch`` is a 405 with ``Allow: POST``, not ``/ip/{ip}`` with the address
+    ``batch`` (docs/API.md#conventions).
 
     Requests under a ``root_path``, with ``redirect_slashes`` on, and
     non-HTTP scopes take Starlette's own path unchanged."""
 
     _index: dict[str, list[BaseRoute]] | None = None
     _everywhere: list[BaseRoute]
+    _literal: dict[str, list[BaseRoute]]
     _indexed_routes: tuple[BaseRoute, ...] = ()
 
     def _candidates(self, path: str) -> list[BaseRoute]:
@@ -72,6 +77,10 @@ class SegmentRouter(Router):
         segments = {s for s in map(segment, routes) if s is not None}
         self._index = {s: [r for r in routes if segment(r) in (s, None)] for s in segments}
         self._everywhere = [r for r in routes if segment(r) is None]
+        self._literal = {}
+        for route in routes:
+            if type(route) is Route and not route.param_convertors:
+                self._literal.setdefault(route.path, []).append(route)
         self._indexed_routes = routes
 
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -84,7 +93,8 @@ class SegmentRouter(Router):
             scope["router"] = self
         partial = None
         partial_scope: Scope = {}
-        for route in self._candidates(scope["path"]):
+        path = scope["path"]
+        for route in self._literal.get(path) or self._candidates(path):
             match, child_scope = route.matches(scope)
             if match is Match.FULL:
                 scope["route"] = route

@@ -135,13 +135,14 @@ class _Drained:
 
 @contextlib.contextmanager
 def server_process(
-    env_vars: dict[str, str], *, ready_path: str = "/healthz", timeout: float = 20.0
+    env_vars: dict[str, str], *, ready_path: str = "/healthz", timeout: float = 20.0, module: str = "ipintel"
 ) -> Iterator[tuple[httpx.Client, subprocess.Popen]]:
-    """Start ``python -m ipintel`` (hypercorn) on a free port; yield a client and the process."""
+    """Start ``python -m ipintel`` (hypercorn) on a free port; yield a client and the process. ``module``:
+    another entry point that runs it (``tests.support.busy_loop``: under a CPU-bound load)."""
     port = free_port()
     env = settings_env({**env_vars, "IPINTEL_HOST": "127.0.0.1", "IPINTEL_PORT": str(port)})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ipintel"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        [sys.executable, "-m", module], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     # A reader thread empties the pipe as the server writes, or the server
     # would block once ~64 KB of logs filled it; ``proc.stdout.read()`` then

@@ -140,7 +140,8 @@ class FakeInternet:
         upstream pointed here, for ASGI tests."""
         env = self.env
         if base is None:
-            return Settings.from_env(env)
+            # The in-process client's name (tests/support/app.py) besides the loopback names of a loopback bind.
+            return Settings.from_env(env).replace(allowed_hosts=("ipintel.test", "localhost", "127.0.0.1", "::1"))
         return base.replace(
             dns_servers=self.dns.servers,
             dns_timeout=float(env["IPINTEL_DNS_TIMEOUT"]),

@@ -164,6 +164,38 @@ class RoutingHeaders:
                 )
         return None
 
+    def check_legacy(self, payload: Any) -> Rejection | None:
+        """-32020 when a handshake-era body is sent with an ``Mcp-Method`` or ``Mcp-Name`` header that is
+        repeated, malformed, or disagrees with a message of the body (issue 23, point 7).
+
+        Those revisions define no routing headers, so they are optional; but a gateway that routes or limits
+        on them (they are the 2026-07-28 way) must not be fooled by an older version header: when sent, they
+        must name what every request of the body (each message of a batch) does."""
+        sent = [name for name in (METHOD_HEADER, NAME_HEADER) if self.values[name]]
+        if not sent:
+            return None
+        for name in sent:
+            if len(self.values[name]) > 1:
+                return Rejection(HEADER_MISMATCH, f"the {_title(name)} header is sent more than once")
+        messages = payload if isinstance(payload, list) else [payload]
+        for message in messages:
+            if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+                continue  # a response, or not a message: answered as such
+            method = message["method"]
+            if self.values[METHOD_HEADER] and self.values[METHOD_HEADER][0] != method:
+                return Rejection(
+                    HEADER_MISMATCH, "header mismatch: the Mcp-Method header does not match the body's method"
+                )
+            if self.values[NAME_HEADER]:
+                param = _NAME_PARAM.get(method)
+                params = message.get("params")
+                value = params.get(param) if param is not None and isinstance(params, dict) else None
+                if decode_header_value(self.values[NAME_HEADER][0]) != value or value is None:
+                    return Rejection(
+                        HEADER_MISMATCH, "header mismatch: the Mcp-Name header does not match the body's name"
+                    )
+        return None
+
 
 def _title(header: str) -> str:
     return {VERSION_HEADER: "MCP-Protocol-Version", METHOD_HEADER: "Mcp-Method", NAME_HEADER: "Mcp-Name"}[header]

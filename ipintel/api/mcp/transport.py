@@ -209,6 +209,9 @@ class McpEndpoint:
         if modern:
             answer = await self.protocol.answer_modern(payload, headers, context)
         else:
+            rejection = headers.check_legacy(payload)
+            if rejection is not None:  # before any tool runs or spends (a gateway routed on the header)
+                return self._reply(rpc_error(None, rejection.code, rejection.message), sse, cors, 400)
             answer = await self.protocol.answer(payload, context)
         if answer is None:
             return Response(status_code=202, headers=cors)

@@ -46,16 +46,30 @@ _DOCS_PAGE = """<!doctype html>
 </body></html>"""
 
 # Kept out of the HTML so that the page works under a strict Content-Security-Policy.
+# persistAuthorization false: a key typed into Authorize lives in the tab's memory only, never localStorage.
 _DOCS_INIT = """window.ui = SwaggerUIBundle({url: "/openapi.json", dom_id: "#swagger-ui",
-  presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset], layout: "StandaloneLayout"});"""
+  presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset], layout: "StandaloneLayout",
+  persistAuthorization: false});"""
+
+
+# /docs (issue 23, point 11): only its own scripts (no inline script, no other host), requests to this origin
+# only, no frame (clickjacking of the Authorize box), no referrer. Swagger UI sets inline styles and data: images.
+DOCS_SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 async def docs(request: Request) -> Response:
-    return HTMLResponse(_DOCS_PAGE)
+    return HTMLResponse(_DOCS_PAGE, headers=DOCS_SECURITY_HEADERS)
 
 
 async def docs_init(request: Request) -> Response:
-    return Response(_DOCS_INIT, media_type="application/javascript")
+    return Response(_DOCS_INIT, media_type="application/javascript", headers=DOCS_SECURITY_HEADERS)
 
 
 def swagger_ui_assets() -> Path:
