@@ -4,9 +4,13 @@ What each feed is evidence of is stated in its entry of the feed catalogue
 (:mod:`ipintel.infra.feed_catalogue`, ``evidence`` and ``reason``), next to
 where it comes from; fetching, storing and matching them is
 :mod:`ipintel.infra.feeds`. An entry that is a single address (every Tor exit,
-a VPN provider's server) is exact evidence; a wider prefix is evidence about
-the network. A feed of one operator's ranges names it (the catalogue's
-``provider``; with the entry's region where the format gives one).
+a VPN provider's server) is exact evidence, except on a third-party aggregate
+built from ASNs and ranges (X4BNet's lists: ``exact=False``); a wider prefix is
+evidence about the network, and so is the subnet a provider's servers cluster
+in (reported as ``vpn-subnet:<provider>``, not ``vpn-server:``). A feed of one operator's ranges names it (the catalogue's
+``provider``; with the entry's region where the format gives one); a VPN
+provider's own server list names the VPN ("NordVPN"), ahead of whoever owns
+the network the server stands in ("M247").
 """
 
 from __future__ import annotations
@@ -30,8 +34,13 @@ class FeedSource:
                 state,
                 kind := Kind(state.spec.evidence),
                 state.spec.reason,
+                state.spec.network_reason,
+                state.spec.exact,
                 state.spec.provider,
-                Naming.SERVICE if kind is Kind.RELAY else Naming.PUBLISHED,
+                # A VPN provider's own server list and Apple's egress list name the service; a cloud's
+                # ranges name the network's owner, and so do the subnets of a provider's servers (the
+                # provider inferred as their owner, not published as such).
+                Naming.SERVICE if kind in (Kind.RELAY, Kind.VPN) else Naming.PUBLISHED,
             )
             for state in feeds.feeds.values()
         ]
@@ -41,15 +50,22 @@ class FeedSource:
         # feed's current index read directly (a refresh swaps it whole).
         value, v4 = int(ip), ip.version == 4
         found = []
-        for state, kind, reason, provider, naming in self._meanings:
+        for state, kind, reason, subnet_reason, exact, provider, naming in self._meanings:
             ranges = state.ranges
             if ranges is not None:
                 tags = (ranges.v4 if v4 else ranges.v6).lookup(value)
                 if tags:
                     if provider is not None and len(tags) > 1:  # host/net and a region's name
                         provider = named_provider(tags) or provider
-                    strength = Strength.EXACT if HOST in tags else Strength.NETWORK
-                    found.append(Signal(kind, strength, reason, provider, naming if provider else Naming.NONE))
+                    named = naming if provider else Naming.NONE
+                    if exact and HOST in tags:
+                        found.append(Signal(kind, Strength.EXACT, reason, provider, named))
+                    elif subnet_reason is not None:  # only a subnet of the provider's servers holds it
+                        found.append(
+                            Signal(kind, Strength.NETWORK, subnet_reason, provider, min(named, Naming.PUBLISHED))
+                        )
+                    else:
+                        found.append(Signal(kind, Strength.NETWORK, reason, provider, named))
         return found
 
     def complete(self) -> bool:
