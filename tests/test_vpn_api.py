@@ -166,6 +166,12 @@ async def test_verdicts_for_each_kind_of_address(world: Settings) -> None:
         subnet = await vpn(http, f.NORDVPN_SUBNET_ADDRESS)
         assert (subnet["isVpn"], subnet["confidence"], subnet["provider"]) == (True, "medium", "NordVPN")
         assert subnet["reasons"] == ["vpn-subnet:nordvpn"]
+        # A /24 two providers rent servers in is neither's network; their servers still are theirs.
+        shared = await vpn(http, f.SHARED_SUBNET_ADDRESS)
+        assert (shared["isVpn"], shared["reasons"], shared["provider"]) == (False, [], None)
+        pia = await vpn(http, f.SHARED_SUBNET[0])
+        assert (pia["isVpn"], pia["confidence"], pia["reasons"]) == (True, "high", ["vpn-server:pia"])
+        assert pia["provider"] == "Private Internet Access"
         mullvad = await vpn(http, f.MULLVAD_V6_SERVER_ADDRESS)
         assert (mullvad["isVpn"], mullvad["confidence"], mullvad["provider"]) == (True, "high", "Mullvad")
         assert mullvad["reasons"] == ["vpn-server:mullvad"]

@@ -183,6 +183,8 @@ RELAY_V6_ON_VPN_LIST_ADDRESS = "2a02:26f7:b3c0:4100::7"  # the same in IPv6
 NORDVPN_SERVER_ADDRESS = "37.19.200.10"
 MULLVAD_V6_SERVER_ADDRESS = "2a03:1b20:1:f410::a01f"
 NORDVPN_SUBNET_ADDRESS = "193.10.1.77"  # not listed, in a /24 of listed NordVPN servers (the fillers below)
+SHARED_SUBNET = ("45.134.140.1", "45.134.140.2", "45.134.140.3", "45.134.140.4")  # PIA's two, Surfshark's two
+SHARED_SUBNET_ADDRESS = "45.134.140.99"  # in a /24 both rent servers in: neither's network
 
 CLOUDFLARE_V4 = [
     "173.245.48.0/20", "103.21.244.0/22", "103.22.200.0/22", "103.31.4.0/22", "141.101.64.0/18",
@@ -223,7 +225,12 @@ def provider_lists() -> dict[str, list[bytes]]:
     per line), each at its feed's minimum size: filler servers in a /16 of its own."""
     lists: dict[str, list[bytes]] = {}
     for i, provider in enumerate(VPN_PROVIDERS):
-        known = {"nordvpn": [NORDVPN_SERVER_ADDRESS], "mullvad": [MULLVAD_V6_SERVER_ADDRESS]}.get(provider.key, [])
+        known = {
+            "nordvpn": [NORDVPN_SERVER_ADDRESS],
+            "mullvad": [MULLVAD_V6_SERVER_ADDRESS],
+            "pia": list(SHARED_SUBNET[:2]),
+            "surfshark": list(SHARED_SUBNET[2:]),
+        }.get(provider.key, [])
         servers = [
             s for s in fillers(f"193.{10 + i}.0.0/16", provider.min_servers + 1, 32) if s != NORDVPN_SUBNET_ADDRESS
         ]

@@ -7,7 +7,9 @@ where it comes from; fetching, storing and matching them is
 a VPN provider's server) is exact evidence, except on a third-party aggregate
 built from ASNs and ranges (X4BNet's lists: ``exact=False``); a wider prefix is
 evidence about the network, and so is the subnet a provider's servers cluster
-in (reported as ``vpn-subnet:<provider>``, not ``vpn-server:``). A feed of one operator's ranges names it (the catalogue's
+in (reported as ``vpn-subnet:<provider>``, not ``vpn-server:``), unless the
+subnets of two providers hold the address: a subnet rented out in parts is
+nobody's network. A feed of one operator's ranges names it (the catalogue's
 ``provider``; with the entry's region where the format gives one); a VPN
 provider's own server list names the VPN ("NordVPN"), ahead of whoever owns
 the network the server stands in ("M247").
@@ -50,6 +52,7 @@ class FeedSource:
         # feed's current index read directly (a refresh swaps it whole).
         value, v4 = int(ip), ip.version == 4
         found = []
+        subnets = 0
         for state, kind, reason, subnet_reason, exact, provider, naming in self._meanings:
             ranges = state.ranges
             if ranges is not None:
@@ -58,6 +61,8 @@ class FeedSource:
                     if provider is not None and len(tags) > 1:  # host/net and a region's name
                         provider = named_provider(tags) or provider
                     named = naming if provider else Naming.NONE
+                    if subnet_reason is not None:  # a provider's list: its server or its subnet holds the address
+                        subnets += 1
                     if exact and HOST in tags:
                         found.append(Signal(kind, Strength.EXACT, reason, provider, named))
                     elif subnet_reason is not None:  # only a subnet of the provider's servers holds it
@@ -66,6 +71,11 @@ class FeedSource:
                         )
                     else:
                         found.append(Signal(kind, Strength.NETWORK, reason, provider, named))
+        if subnets > 1:
+            # Two providers' lists hold the address (a server of one, a subnet of the other, or two subnets):
+            # the hosting company rents the subnet out in parts, so it is nobody's network (the servers
+            # themselves still count, as exact evidence).
+            found = [s for s in found if not s.reason.startswith("vpn-subnet:")]
         return found
 
     def complete(self) -> bool:
