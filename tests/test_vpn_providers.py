@@ -79,6 +79,47 @@ def test_servers_subnets_need_two_servers() -> None:
     assert formats.server_subnets(hosts) == ["203.0.113.0/24", "2001:db8:1:2::/64"]
 
 
+# tn3w/ProtonVPN-IPs' protonvpn_ips.txt and tn3w/TunnelBear-IPs' tunnelbear_ips.txt (Apache-2.0), as
+# published on 2026-08-22: a comment header, then one address per line; the first addresses of each,
+# written here in that shape, not copied.
+TN3W_HEADER = """#
+# {name}
+# https://github.com/tn3w/{repo}/blob/master/{name}
+#
+# An automatically updated list of IP addresses associated with the
+# {what}.
+#
+# This list could be used to block malicious traffic from {owner} servers.
+#
+"""
+TN3W_PROTON = TN3W_HEADER.format(
+    name="protonvpn_ips.txt", repo="ProtonVPN-IPs", owner="ProtonVPN's",
+    what="widely used free and privacy-focused VPN provider, ProtonVPN",
+) + "2.58.241.67\n2.58.241.68\n2.58.241.69\n2.58.241.70\n5.157.13.3\n5.157.13.4\n"  # fmt: skip
+TN3W_TUNNELBEAR = TN3W_HEADER.format(
+    name="tunnelbear_ips.txt", repo="TunnelBear-IPs", owner="TunnelBear's",
+    what="popular mobile VPN provider, TunnelBear",
+) + "172.232.40.247\n38.248.89.38\n172.233.93.45\n107.150.113.54\n165.227.151.204\n"  # fmt: skip
+
+
+def test_tn3w_lists_read_past_their_comment_header() -> None:
+    proton = formats.vpn_server_list([TN3W_PROTON.encode()])
+    assert proton.prefixes[:6] == [
+        "2.58.241.67",
+        "2.58.241.68",
+        "2.58.241.69",
+        "2.58.241.70",
+        "5.157.13.3",
+        "5.157.13.4",
+    ]
+    assert proton.prefixes[6:] == ["2.58.241.0/24", "5.157.13.0/24"] and proton.skipped == 0
+    bear = formats.vpn_server_list([TN3W_TUNNELBEAR.encode()])
+    assert bear.prefixes == ["172.232.40.247", "38.248.89.38", "172.233.93.45", "107.150.113.54", "165.227.151.204"]
+    # Both bodies of the protonvpn feed (its list and its exits) read as one.
+    both = formats.vpn_server_list([TN3W_PROTON.encode(), b"2.58.241.67\n185.159.157.1\n"])
+    assert [p for p in both.prefixes if "/" not in p] == [*proton.prefixes[:6], "185.159.157.1"]
+
+
 def test_gluetun_server_data_reads_every_servers_addresses() -> None:
     parsed = formats.vpn_server_list([json.dumps(GLUETUN_IVPN).encode()])
     servers = ["149.22.83.97", "149.22.83.100", "46.102.153.242", "46.102.153.246"]
@@ -105,7 +146,8 @@ def test_every_provider_has_a_feed_that_names_it() -> None:
     for provider in VPN_PROVIDERS:
         spec = SPECS[provider.key]
         assert (spec.evidence, spec.provider, spec.reason) == ("vpn", provider.name, f"vpn-server:{provider.key}")
-        assert spec.urls[0].endswith(f"/{provider.key}.txt")
+        assert spec.urls == provider.sources and spec.urls[0].startswith("https://raw.githubusercontent.com/")
+    assert SPECS["protonvpn"].urls[1].endswith("/protonvpn_ips.txt")  # Proton's exits, beside its entries
 
 
 # Downloads: a bad answer never replaces the last good copy -----------------------------------

@@ -180,24 +180,39 @@ DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
 )
 
 # VPN providers' own server lists, one feed per provider (the feed's name is the provider's key).
-# Default source: Joe12387/open-source-vpn-ip-lists (CC0 1.0), rebuilt daily from each provider's
-# own published server list (their public server-list APIs), one address per line. Only
-# first-party data: an address there is one the provider itself publishes as its server, so it
-# is exact evidence and names the VPN. Where a provider's entry addresses differ from its exits,
-# a list of entries is not a list of exits (docs/CONFIGURATION.md#feeds says which are which).
+# Only first-party data: an address there is one the provider itself publishes as its server (the
+# address clients connect to), so it is exact evidence and names the VPN. Where a provider's entry
+# and exit addresses differ, its exits are loaded too, and the entries are not called exits
+# (docs/CONFIGURATION.md#vpn-detection-feeds).
+# - Joe12387/open-source-vpn-ip-lists (CC0 1.0): ten providers, rebuilt daily from each provider's
+#   own server-list API, one address per line.
+# - tn3w/ProtonVPN-IPs and tn3w/TunnelBear-IPs (Apache-2.0): rebuilt daily from Proton's API (its
+#   ExitIP fields: Proton's entries and exits differ, and the list above holds mostly entries) and
+#   from TunnelBear's.
 _SERVER_LISTS = "https://raw.githubusercontent.com/Joe12387/open-source-vpn-ip-lists/HEAD"
+_TN3W = "https://raw.githubusercontent.com/tn3w"
 
 
 @dataclass(frozen=True)
 class VpnProvider:
-    key: str  # the feed's name and the list's file name
+    key: str  # the feed's name (and the list's file name at open-source-vpn-ip-lists)
     name: str  # the VPN as a verdict's provider names it
     min_servers: int  # about a fifth of the list's size in 2026: fewer is a broken answer
+    urls: tuple[str, ...] = ()  # the sources; () means open-source-vpn-ip-lists' <key>.txt
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return self.urls or (f"{_SERVER_LISTS}/{self.key}.txt",)
 
 
 VPN_PROVIDERS: tuple[VpnProvider, ...] = (
     VpnProvider("nordvpn", "NordVPN", 1500),  # about 8,500-9,500 IPv4 addresses
-    VpnProvider("protonvpn", "Proton VPN", 250),  # about 1,400
+    VpnProvider(  # about 1,400 (mostly entries) + 2,400 exits
+        "protonvpn",
+        "Proton VPN",
+        250,
+        (f"{_SERVER_LISTS}/protonvpn.txt", f"{_TN3W}/ProtonVPN-IPs/HEAD/protonvpn_ips.txt"),
+    ),
     VpnProvider("pia", "Private Internet Access", 250),  # about 1,200-1,500
     VpnProvider("airvpn", "AirVPN", 400),  # about 1,000 IPv4 + 1,000 IPv6
     VpnProvider("mullvad", "Mullvad", 200),  # about 570 IPv4 + 560 IPv6
@@ -206,12 +221,13 @@ VPN_PROVIDERS: tuple[VpnProvider, ...] = (
     VpnProvider("ivpn", "IVPN", 50),  # about 260
     VpnProvider("ovpn", "OVPN", 20),  # about 100
     VpnProvider("riseupvpn", "RiseupVPN", 5),  # about 20
+    VpnProvider("tunnelbear", "TunnelBear", 1000, (f"{_TN3W}/TunnelBear-IPs/HEAD/tunnelbear_ips.txt",)),  # ~6,000
 )
 
 PROVIDER_FEEDS: tuple[FeedSpec, ...] = tuple(
     FeedSpec(
         name=provider.key,
-        urls=(f"{_SERVER_LISTS}/{provider.key}.txt",),
+        urls=provider.sources,
         parser=formats.vpn_server_list,
         evidence="vpn",
         reason=f"vpn-server:{provider.key}",
@@ -219,7 +235,7 @@ PROVIDER_FEEDS: tuple[FeedSpec, ...] = tuple(
         provider=provider.name,
         min_prefixes=provider.min_servers,
         max_bytes=8 * MIB,  # NordVPN's, the largest, is about 130 kB
-        description=f"{provider.name}'s published servers (open-source-vpn-ip-lists, CC0)",
+        description=f"{provider.name}'s published servers",
     )
     for provider in VPN_PROVIDERS
 )
