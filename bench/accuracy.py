@@ -92,7 +92,8 @@ class Context:
                 "IPINTEL_RATE_LIMITS": "general=1000000,dns=1000000,registry=1000000",
                 **env,
             }
-            with server([sys.executable, "-m", "ipintel"], full) as port:
+            # A large ASN database on a busy machine can take a minute to open and index.
+            with server([sys.executable, "-m", "ipintel"], full, ready_timeout=300) as port:
                 async with aiohttp.ClientSession(
                     base_url=f"http://127.0.0.1:{port}", timeout=aiohttp.ClientTimeout(total=120)
                 ) as session:
