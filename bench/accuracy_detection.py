@@ -47,9 +47,10 @@ ANONYMITY = ("isVpn", "isProxy", "isTor")
 FLAGS = ("isVpn", "isProxy", "isTor", "isHosting", "isMobile", "isRelay")
 VPN_NAMES = {p.key: p.name for p in VPN_PROVIDERS}
 PROVIDER_FEEDS = [p.key for p in VPN_PROVIDERS]
-# The provider feeds' sources beyond open-source-vpn-ip-lists, as placed in ACCURACY_DATA.
-MORE_SOURCES = {
-    "protonvpn": ("ProtonVPN-IPs/protonvpn_ips.txt",),
+# The snapshots in ACCURACY_DATA of the provider feeds whose sources are not (only) open-source-vpn-ip-lists'
+# <key>.txt (ipintel.infra.feed_catalogue.VPN_PROVIDERS), one per source URL.
+SNAPSHOTS = {
+    "protonvpn": ("open-source-vpn-ip-lists/protonvpn.txt", "ProtonVPN-IPs/protonvpn_ips.txt"),
     "tunnelbear": ("TunnelBear-IPs/tunnelbear_ips.txt",),
 }
 # The feed snapshots' names in REALDATA's manifest, by feed.
@@ -106,7 +107,7 @@ def feed_urls(ctx: Context, config: Config) -> tuple[str, list[str]]:
         files = manifest[name]["files"]
         parts.append(f"{name}=" + "|".join(ctx.realdata_url(f"feeds/{f}") for f in files))
     for key in PROVIDER_FEEDS:
-        wanted = [f"{config.lists}/{key}.txt", *MORE_SOURCES.get(key, ())] if config.lists is not None else []
+        wanted = list(SNAPSHOTS.get(key, (f"{config.lists}/{key}.txt",))) if config.lists is not None else []
         here = [name for name in wanted if (ctx.extra / name).exists()]
         parts.append(f"{key}=" + "|".join(ctx.extra_url(name) for name in here))  # none: disabled
         for name in wanted:

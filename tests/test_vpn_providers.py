@@ -62,7 +62,7 @@ def test_every_default_source_list_reads_as_published(key: str, path: Path, coun
     assert (servers, parsed.skipped) == (body.decode().split(), 0)  # every address, in order, none dropped
     assert len(servers) == count
     assert parsed.labels is None
-    assert key in SPECS and SPECS[key].parser is formats.vpn_server_list  # a feed reads this list
+    assert key in SPECS and SPECS[key].parser is formats.vpn_server_list  # a feed reads this list, subnets too
     assert len(servers) >= SPECS[key].min_prefixes  # the real list passes the feed's believability rule
     versions = {ip(p).version for p in servers}
     assert versions == ({4, 6} if key in ("airvpn", "mullvad") else {4})  # the lists that publish IPv6 do
@@ -115,6 +115,11 @@ def test_tn3w_lists_read_past_their_comment_header() -> None:
     assert proton.prefixes[6:] == ["2.58.241.0/24", "5.157.13.0/24"] and proton.skipped == 0
     bear = formats.vpn_server_list([TN3W_TUNNELBEAR.encode()])
     assert bear.prefixes == ["172.232.40.247", "38.248.89.38", "172.233.93.45", "107.150.113.54", "165.227.151.204"]
+    # TunnelBear's servers are cloud instances: their /24s are other customers' too, never its network.
+    assert SPECS["tunnelbear"].parser is formats.vpn_servers_only
+    two_in_a_subnet = TN3W_TUNNELBEAR + "172.232.40.9\n"
+    assert formats.vpn_servers_only([two_in_a_subnet.encode()]).prefixes[-1] == "172.232.40.9"
+    assert "172.232.40.0/24" in formats.vpn_server_list([two_in_a_subnet.encode()]).prefixes
     # Both bodies of the protonvpn feed (its list and its exits) read as one.
     both = formats.vpn_server_list([TN3W_PROTON.encode(), b"2.58.241.67\n185.159.157.1\n"])
     assert [p for p in both.prefixes if "/" not in p] == [*proton.prefixes[:6], "185.159.157.1"]
@@ -145,6 +150,7 @@ def test_what_is_not_a_server_list_is_refused(body: bytes) -> None:
 def test_every_provider_has_a_feed_that_names_it() -> None:
     for provider in VPN_PROVIDERS:
         spec = SPECS[provider.key]
+        assert spec.parser in (formats.vpn_server_list, formats.vpn_servers_only)
         assert (spec.evidence, spec.provider, spec.reason) == ("vpn", provider.name, f"vpn-server:{provider.key}")
         assert spec.urls == provider.sources and spec.urls[0].startswith("https://raw.githubusercontent.com/")
     assert SPECS["protonvpn"].urls[1].endswith("/protonvpn_ips.txt")  # Proton's exits, beside its entries

@@ -199,6 +199,9 @@ class VpnProvider:
     name: str  # the VPN as a verdict's provider names it
     min_servers: int  # about a fifth of the list's size in 2026: fewer is a broken answer
     urls: tuple[str, ...] = ()  # the sources; () means open-source-vpn-ip-lists' <key>.txt
+    # Whether the subnets its servers cluster in count as its network: not for a fleet of cloud
+    # instances (TunnelBear's stand in Linode's and DigitalOcean's shared /24s).
+    subnets: bool = True
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -221,14 +224,16 @@ VPN_PROVIDERS: tuple[VpnProvider, ...] = (
     VpnProvider("ivpn", "IVPN", 50),  # about 260
     VpnProvider("ovpn", "OVPN", 20),  # about 100
     VpnProvider("riseupvpn", "RiseupVPN", 5),  # about 20
-    VpnProvider("tunnelbear", "TunnelBear", 1000, (f"{_TN3W}/TunnelBear-IPs/HEAD/tunnelbear_ips.txt",)),  # ~6,000
+    VpnProvider(  # about 6,000
+        "tunnelbear", "TunnelBear", 1000, (f"{_TN3W}/TunnelBear-IPs/HEAD/tunnelbear_ips.txt",), subnets=False
+    ),
 )
 
 PROVIDER_FEEDS: tuple[FeedSpec, ...] = tuple(
     FeedSpec(
         name=provider.key,
         urls=provider.sources,
-        parser=formats.vpn_server_list,
+        parser=formats.vpn_server_list if provider.subnets else formats.vpn_servers_only,
         evidence="vpn",
         reason=f"vpn-server:{provider.key}",
         network_reason=f"vpn-subnet:{provider.key}",  # a /24 or /64 holding two or more of its servers

@@ -215,6 +215,13 @@ def vpn_server_list(bodies: list[bytes]) -> Parsed:
     return Parsed(hosts + server_subnets(hosts), skipped)
 
 
+def vpn_servers_only(bodies: list[bytes]) -> Parsed:
+    """:func:`vpn_server_list` without the subnets: for a fleet of cloud instances, whose
+    neighbours in a /24 are other customers' machines."""
+    parsed = vpn_server_list(bodies)
+    return Parsed([p for p in parsed.prefixes if "/" not in p], parsed.skipped)
+
+
 # A provider's servers come in subnets it rents whole (a /24 at a hosting company, a /64 in IPv6), and
 # its fleet churns inside them: NordVPN and PIA renumber daily. A subnet holding at least this many
 # of its published servers is the provider's network: evidence about the network, not the address.
