@@ -260,6 +260,25 @@ def render(ctx: Context, sets: list[TruthSet], results: dict[str, dict[str, Any]
     lines = ["### Data and its dates", "", *_dates(ctx), ""]
     if not asn_db:
         lines += ["No `ACCURACY_DATA/asn.mmdb`: the shipped AS lists could not count (no DNS, so no Team Cymru).", ""]
+    lines += [
+        "Read the figures with these in mind:",
+        "",
+        "- Circular, and marked so: the VPN sets against the provider feeds (open-source-vpn-ip-lists is both the"
+        " ground truth, 2026-07-03, and the feeds' default source, here 2026-08-22: 7 weeks of churn apart); the"
+        " relay sets' `isRelay` (the truth is one address from each of 500 prefixes of the same hroost mirror as the"
+        " relay feed snapshot: `isVpn` 0% is the figure that means something); the hosting and residential sets"
+        " with the ASN database (both drawn from @ip-location-db/asn 2026-06-17): the `no-asn` configuration shows"
+        " what the feeds do alone.",
+        "- The Proton VPN ground truth is mostly entry addresses: of its 1,437, 678 are `EntryIP`s and 211 `ExitIP`s"
+        " of Proton's API on the same day (tn3w/ProtonVPN-IPs `protonvpn_logicals.json` @c192903, 2026-07-03),"
+        " and Proton's entries and exits differ; the `protonvpn` feed reads both lists.",
+        "- Not measured: `tunnelbear` (no ground truth set holds TunnelBear servers; its feed is loaded),"
+        " reverse DNS (a local DNS server that knows no name answers every PTR query), the Anonymous-IP and"
+        " Connection-Type databases (commercial, not configured).",
+        "- `isMobile` on residential sets is not a false positive: the sets include mobile carriers' ASes"
+        " (AS21928 T-Mobile US, AS6167 Verizon Wireless, AS45609 Airtel) that the shipped mobile list names.",
+        "",
+    ]
     lines += ["### Targets (issue 21)", "", "| configuration | isVpn mean over providers | lowest provider | VPN flagged at all | provider names the VPN (found through a provider's list) | relay v4 isRelay / isVpn | relay v6 isRelay / isVpn | hosting v4 / v6 isHosting | residential v4 / v6 any flag |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for config in CONFIGS:
         rows = results[config.key]["rows"]
