@@ -3,12 +3,14 @@ and a bad download never replacing the last good copy."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 from pathlib import Path
 
 import pytest
 
+from ipintel.capabilities.vpn import FeedSource, Strength
 from ipintel.infra import feed_formats as formats
 from ipintel.infra.feed_catalogue import DEFAULT_FEEDS, VPN_PROVIDERS
 from ipintel.infra.feeds import HOST, FeedManager
@@ -200,3 +202,39 @@ async def test_a_bad_provider_list_keeps_the_last_good_copy(
     restarted = FeedManager(http, tmp_path, overrides={"nordvpn": "http://127.0.0.1:9/unreachable"}, timeout=0.5)
     await restarted.load_snapshots()
     assert f.feed_provider(restarted, "nordvpn", ip(f.NORDVPN_SERVER_ADDRESS)) == "NordVPN"
+
+
+async def test_the_combined_index_of_the_lists_answers_as_each_list_does(
+    http: HttpClient, feed_server: FeedServer, tmp_path: Path
+) -> None:
+    """The providers' lists are matched through one index built in a thread; until it is there, each
+    list is asked in turn. Both give the same signals, and a refreshed list is seen by the next build."""
+    feeds = manager(http, feed_server, tmp_path)
+    for spec in DEFAULT_FEEDS:
+        assert await feeds.refresh(spec.name), spec.name
+    source = FeedSource(feeds)
+    addresses = [
+        f.NORDVPN_SERVER_ADDRESS, f.NORDVPN_SUBNET_ADDRESS, f.SHARED_SUBNET_ADDRESS, *f.SHARED_SUBNET,
+        f.MULLVAD_V6_SERVER_ADDRESS, f.AWS_ADDRESS, f.RELAY_ADDRESS, "81.2.69.160",
+    ]  # fmt: skip
+    one_by_one = [await source.signals(ip(a)) for a in addresses]  # the first call starts the build
+    assert source._combined is None
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if source._combined is not None:
+            break
+    assert source._combined is not None
+    assert [await source.signals(ip(a)) for a in addresses] == one_by_one
+    assert [s.reason for s in one_by_one[0]] == ["vpn-range:x4bnet", "datacenter:x4bnet", "vpn-server:nordvpn"]
+    assert [s.reason for s in one_by_one[1]] == ["vpn-subnet:nordvpn"]
+    assert one_by_one[2] == []
+
+    feed_server.set("/nordvpn/0", f.text_list([f.NORDVPN_SUBNET_ADDRESS, *f.fillers("193.10.0.0/16", 1600, 32)[1:]]))
+    assert await feeds.refresh("nordvpn")
+    await source.signals(ip(f.NORDVPN_SUBNET_ADDRESS))  # sees the change: builds again
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if source._combined is not None:
+            break
+    found = await source.signals(ip(f.NORDVPN_SUBNET_ADDRESS))
+    assert [(s.reason, s.strength) for s in found] == [("vpn-server:nordvpn", Strength.EXACT)]
