@@ -129,6 +129,16 @@ bench: $(DEV_STAMP)
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && (apt-get install -y -qq wrk >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq wrk >/dev/null 2>&1)) || echo "wrk unavailable: using the slower aiohttp load generator"; }
 	$(PY) bench/run.py
 
+## accuracy: how right the answers are on real public data (bench/accuracy.py): the real server against feed
+## snapshots served on 127.0.0.1, every ground-truth address asked twice over; writes bench/accuracy.md.
+## REALDATA: the shared real data (feeds, truth, manifest); ACCURACY_DATA: snapshots brought in by hand,
+## never committed (an ASN database, the provider lists; see bench/accuracy_data.py). No internet is used.
+REALDATA      ?= ../shared/realdata
+ACCURACY_DATA ?= ../accuracy-data
+.PHONY: accuracy
+accuracy: $(DEV_STAMP)
+	REALDATA="$(REALDATA)" ACCURACY_DATA="$(ACCURACY_DATA)" $(PY) bench/accuracy.py
+
 ## k8s-validate: render k8s/ (kubectl kustomize, else a built-in renderer) and validate it offline against the Kubernetes schemas
 ## and, for the Gateway API and Envoy Gateway objects, the CRD schemas in k8s/schemas/ (see its README.md)
 k8s-validate: $(DEV_STAMP)

@@ -81,9 +81,11 @@ PIDS: dict[int, int] = {}
 
 
 @contextlib.contextmanager
-def server(cmd: list[str], env: dict[str, str] | None = None, *, pin: bool = False) -> Iterator[int]:
-    """Run a server command (``{port}`` in it is replaced) and yield its port;
-    with ``pin``, on :data:`SERVER_CPU` only (when ``taskset`` is available)."""
+def server(
+    cmd: list[str], env: dict[str, str] | None = None, *, pin: bool = False, ready_timeout: float = 30.0
+) -> Iterator[int]:
+    """Run a server command (``{port}`` in it is replaced) and yield its port once it listens (within
+    ``ready_timeout`` seconds); with ``pin``, on :data:`SERVER_CPU` only (when ``taskset`` is available)."""
     if pin:
         cmd = _pinned(cmd, SERVER_CPU)
     port = free_port()
@@ -100,7 +102,7 @@ def server(cmd: list[str], env: dict[str, str] | None = None, *, pin: bool = Fal
     )
     PIDS[port] = proc.pid
     try:
-        _wait_ready(port, proc)
+        _wait_ready(port, proc, ready_timeout)
         yield port
     finally:
         PIDS.pop(port, None)

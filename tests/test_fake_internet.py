@@ -16,7 +16,7 @@ import pytest
 from ipintel.settings import Settings
 from tests.support.app import running_app
 from tests.support.fake_internet import ARIN_IP, FAULTS, LISTED_IP, RIPE_IP, FakeInternet
-from tests.support.feeds import VPN_SERVER_ADDRESS, wait_for_feeds
+from tests.support.feeds import NORDVPN_SERVER_ADDRESS, VPN_SERVER_ADDRESS, wait_for_feeds
 
 pytestmark = pytest.mark.usefixtures("healthy_net")  # every test starts, and leaves, with no fault on
 
@@ -59,8 +59,8 @@ async def test_healthy_internet_answers_every_route(net: FakeInternet, base: Set
         arin = (await http.get(f"/whois/{ARIN_IP}")).json()["data"]
         ripe = (await http.get(f"/whois/{RIPE_IP}")).json()["data"]
         assert (arin["registry"], ripe["registry"]) == ("ARIN", "RIPE NCC")
-        vpn = (await http.get(f"/ip/{VPN_SERVER_ADDRESS}/vpn")).json()["data"]
-        assert (vpn["isVpn"], vpn["confidence"]) == (True, "high")
+        vpn = (await http.get(f"/ip/{NORDVPN_SERVER_ADDRESS}/vpn")).json()["data"]  # on NordVPN's own list
+        assert (vpn["isVpn"], vpn["confidence"], vpn["provider"]) == (True, "high", "NordVPN")
 
 
 @pytest.mark.parametrize("fault", ["dns_down", "dns_garbage"])

@@ -113,8 +113,9 @@ async def test_verdicts_for_each_kind_of_address(world: Settings) -> None:
         assert vpn_range["reasons"] == ["vpn-range:x4bnet", "datacenter:x4bnet", "asn-hosting:AS9009"]
         assert vpn_range["provider"] == "M247"  # only the AS list names an operator here
 
-        server = await vpn(http, f.VPN_SERVER_ADDRESS)  # listed alone: a provider's server
-        assert (server["isVpn"], server["confidence"], server["reasons"]) == (True, "high", ["vpn-range:x4bnet"])
+        # Listed alone on X4BNet's list: a third-party aggregate's inference, evidence about the network.
+        server = await vpn(http, f.VPN_SERVER_ADDRESS)
+        assert (server["isVpn"], server["confidence"], server["reasons"]) == (True, "medium", ["vpn-range:x4bnet"])
 
         mobile = await vpn(http, MOBILE)
         assert flags(mobile) == {"isVpn": False, "isProxy": False, "isHosting": False, "isMobile": True,
@@ -143,10 +144,37 @@ async def test_verdicts_for_each_kind_of_address(world: Settings) -> None:
                                     "isTor": False, "confidence": "medium"}, address  # fmt: skip
             assert relay_and_provider(relay) == (True, "iCloud Private Relay"), address
             assert relay["reasons"] == ["relay:icloud"], address
-        # A relay block that a third-party VPN list also holds: both flags, and a doubtful isVpn.
-        both = await vpn(http, f.RELAY_ON_VPN_LIST_ADDRESS)
-        assert (both["isRelay"], both["isVpn"], both["confidence"]) == (True, True, "low")
-        assert both["reasons"] == ["vpn-range:x4bnet", "relay:icloud"]
+        # A relay block that a third-party VPN list also holds (IPv4 and IPv6): Apple's own list wins.
+        for address in (f.RELAY_ON_VPN_LIST_ADDRESS, f.RELAY_V6_ON_VPN_LIST_ADDRESS):
+            both = await vpn(http, address)
+            assert (both["isRelay"], both["isVpn"], both["isProxy"], both["confidence"]) == (
+                True,
+                False,
+                False,
+                "medium",
+            )
+            assert both["reasons"] == ["vpn-range:x4bnet", "relay:icloud"], address  # the overruled listing shown
+            assert both["provider"] == "iCloud Private Relay", address
+
+        # A VPN provider's own server: exact, named, ahead of the hosting AS and the third-party /24.
+        nord = await vpn(http, f.NORDVPN_SERVER_ADDRESS)
+        assert flags(nord) == {"isVpn": True, "isProxy": False, "isHosting": True, "isMobile": False, "isTor": False,
+                               "confidence": "high"}  # fmt: skip
+        assert nord["reasons"] == ["vpn-server:nordvpn", "vpn-range:x4bnet", "datacenter:x4bnet", "asn-hosting:AS9009"]
+        assert nord["provider"] == "NordVPN"
+        # Not listed, but in a /24 where NordVPN publishes servers: its network, not its server.
+        subnet = await vpn(http, f.NORDVPN_SUBNET_ADDRESS)
+        assert (subnet["isVpn"], subnet["confidence"], subnet["provider"]) == (True, "medium", "NordVPN")
+        assert subnet["reasons"] == ["vpn-subnet:nordvpn"]
+        # A /24 two providers rent servers in is neither's network; their servers still are theirs.
+        shared = await vpn(http, f.SHARED_SUBNET_ADDRESS)
+        assert (shared["isVpn"], shared["reasons"], shared["provider"]) == (False, [], None)
+        pia = await vpn(http, f.SHARED_SUBNET[0])
+        assert (pia["isVpn"], pia["confidence"], pia["reasons"]) == (True, "high", ["vpn-server:pia"])
+        assert pia["provider"] == "Private Internet Access"
+        mullvad = await vpn(http, f.MULLVAD_V6_SERVER_ADDRESS)
+        assert (mullvad["isVpn"], mullvad["confidence"], mullvad["provider"]) == (True, "high", "Mullvad")
+        assert mullvad["reasons"] == ["vpn-server:mullvad"]
 
         # IPv4-mapped IPv6 is the IPv4 address (docs/API.md#addresses-and-domain-names).
         assert (await vpn(http, f"::ffff:{f.TOR_EXIT}"))["ip"] == f.TOR_EXIT

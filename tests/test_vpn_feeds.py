@@ -61,8 +61,12 @@ def test_each_format_parses_its_real_shape() -> None:
         "vpn": "37.19.200.0/24",
         "datacenter": "5.1.0.0/16",
         "relay": "172.224.226.0/27",
+        "nordvpn": f.NORDVPN_SERVER_ADDRESS,
+        "mullvad": f.MULLVAD_V6_SERVER_ADDRESS,
     }
     for name, bodies in world.items():
+        if name not in expected_first:  # the other providers' lists: fillers only (tests/test_vpn_providers.py)
+            continue
         parsed = SPECS[name].parser(bodies)
         assert parsed.prefixes[0] == expected_first[name], name
         assert parsed.skipped == 0, name

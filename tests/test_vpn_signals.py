@@ -115,21 +115,45 @@ def test_a_relay_address_is_a_relay_and_nothing_else() -> None:
     assert verdict(ADDRESS, [RELAY], complete=False)["confidence"] == "low"
 
 
-def test_a_network_level_vpn_signal_on_a_relay_address_is_low() -> None:
-    # Apple's list says what the prefix is for; a third-party prefix or AS listing it as VPN is doubtful.
+def test_a_relay_overrules_network_level_and_heuristic_anonymity_signals() -> None:
+    # Apple's list says what the prefix is for; a third-party prefix or AS that lumps it in with VPNs
+    # (X4BNet's VPN list takes Apple's ranges as an input) does not make a Safari user a VPN.
     listed = Signal(Kind.VPN, Strength.NETWORK, "vpn-range:x4bnet")
-    record = verdict(ADDRESS, [RELAY, listed], complete=True)
-    assert (record["isRelay"], record["isVpn"], record["confidence"]) == (True, True, "low")
-    assert record["reasons"] == ["relay:icloud", "vpn-range:x4bnet"]
-    assert verdict(ADDRESS, [listed], complete=True)["confidence"] == "medium"  # without the relay: as before
-    # Exact evidence about the address itself keeps its weight.
+    as_listed = Signal(Kind.VPN, Strength.NETWORK, "asn-vpn:AS9009", "M247", Naming.AS_LIST)
+    keyword = Signal(Kind.PROXY, Strength.HEURISTIC, "ptr:proxy")
+    record = verdict(ADDRESS, [RELAY, listed, as_listed, keyword], complete=True)
+    assert (record["isRelay"], record["isVpn"], record["isProxy"], record["isTor"]) == (True, False, False, False)
+    assert record["confidence"] == "medium"  # a negative isVpn with every source fresh
+    assert record["provider"] == "iCloud Private Relay"
+    assert record["reasons"] == ["relay:icloud", "vpn-range:x4bnet", "asn-vpn:AS9009", "ptr:proxy"]  # still shown
+    # Without the relay evidence the same listing is a VPN network, as before.
+    alone = verdict(ADDRESS, [listed], complete=True)
+    assert (alone["isVpn"], alone["confidence"]) == (True, "medium")
+    # Exact evidence about the address itself keeps its weight, relay or not.
     exact = Signal(Kind.VPN, Strength.EXACT, "anonymous-db:vpn")
-    assert verdict(ADDRESS, [RELAY, exact], complete=True)["confidence"] == "high"
+    record = verdict(ADDRESS, [RELAY, listed, exact], complete=True)
+    assert (record["isRelay"], record["isVpn"], record["confidence"]) == (True, True, "high")
     # A datacenter listing of a relay's block is hosting evidence of its own.
     hosting = Signal(Kind.HOSTING, Strength.NETWORK, "datacenter:x4bnet")
     record = verdict(ADDRESS, [RELAY, hosting], complete=True)
     assert (record["isRelay"], record["isHosting"], record["isVpn"]) == (True, True, False)
     assert record["confidence"] == "medium"
+
+
+def test_a_providers_own_server_list_is_exact_and_names_the_vpn() -> None:
+    server = Signal(Kind.VPN, Strength.EXACT, "vpn-server:nordvpn", "NordVPN", Naming.SERVICE)
+    network = Signal(Kind.VPN, Strength.NETWORK, "vpn-range:x4bnet")
+    hosting_as = Signal(Kind.HOSTING, Strength.NETWORK, "asn-hosting:AS9009", "M247", Naming.AS_LIST)
+    cloud = Signal(Kind.HOSTING, Strength.NETWORK, "cloud:aws", "AWS us-east-1", Naming.PUBLISHED)
+    # Network-level evidence only: medium, and the hosting company is all that is named.
+    record = verdict(ADDRESS, [network, hosting_as], complete=True)
+    assert (record["isVpn"], record["confidence"], record["provider"]) == (True, "medium", "M247")
+    # The provider's own list: high, and the VPN is named, ahead of the network's owner or a cloud.
+    for others in ([network, hosting_as], [hosting_as, cloud], []):
+        record = verdict(ADDRESS, [*others, server], complete=True)
+        assert (record["isVpn"], record["confidence"], record["provider"]) == (True, "high", "NordVPN"), others
+        assert record["reasons"][0] == "vpn-server:nordvpn"  # strongest first
+    assert verdict(ADDRESS, [cloud, server], complete=True)["isHosting"] is True  # its own evidence, still shown
 
 
 def test_provider_is_named_by_the_most_direct_signal() -> None:

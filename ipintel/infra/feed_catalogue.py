@@ -33,6 +33,13 @@ class FeedSpec:
     # ``vpn.Kind`` value ("tor", "vpn", "hosting", "relay"), and the reason a verdict reports.
     evidence: str
     reason: str
+    # The reason when the match is a prefix rather than a listed address, where the feed tells them
+    # apart (a VPN provider's servers, then the subnets they stand in); ``None``: ``reason`` for both.
+    network_reason: str | None = None
+    # A single address on the feed is exact evidence about that address. Not for third-party
+    # aggregates built from ASNs and ranges (X4BNet's): their single addresses are their inference,
+    # evidence about the network like the rest of the list.
+    exact: bool = True
     # The operator every entry of the feed belongs to, as a verdict's ``provider`` names it
     # ("AWS"; followed by the entry's region when the format gives one: "AWS us-east-1");
     # ``None`` for lists of many operators (Tor exits, X4BNet's lists).
@@ -140,6 +147,7 @@ DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
         parser=formats.text_list,
         evidence="vpn",
         reason="vpn-range:x4bnet",
+        exact=False,
         min_prefixes=100,
         max_bytes=16 * MIB,
         description="X4BNet lists_vpn: known VPN networks",
@@ -151,6 +159,7 @@ DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
         # The list holds VPN networks too, but does not say which: it is evidence of hosting only.
         evidence="hosting",
         reason="datacenter:x4bnet",
+        exact=False,
         min_prefixes=1000,
         max_bytes=32 * MIB,
         description="X4BNet lists_vpn: datacenter and VPN networks",
@@ -169,5 +178,73 @@ DEFAULT_FEEDS: tuple[FeedSpec, ...] = (
         description="Apple iCloud Private Relay egress ranges",
     ),
 )
+
+# VPN providers' own server lists, one feed per provider (the feed's name is the provider's key).
+# Only first-party data: an address there is one the provider itself publishes as its server (the
+# address clients connect to), so it is exact evidence and names the VPN. Where a provider's entry
+# and exit addresses differ, its exits are loaded too, and the entries are not called exits
+# (docs/CONFIGURATION.md#vpn-detection-feeds).
+# - Joe12387/open-source-vpn-ip-lists (CC0 1.0): ten providers, rebuilt daily from each provider's
+#   own server-list API, one address per line.
+# - tn3w/ProtonVPN-IPs and tn3w/TunnelBear-IPs (Apache-2.0): rebuilt daily from Proton's API (its
+#   ExitIP fields: Proton's entries and exits differ, and the list above holds mostly entries) and
+#   from TunnelBear's.
+_SERVER_LISTS = "https://raw.githubusercontent.com/Joe12387/open-source-vpn-ip-lists/HEAD"
+_TN3W = "https://raw.githubusercontent.com/tn3w"
+
+
+@dataclass(frozen=True)
+class VpnProvider:
+    key: str  # the feed's name (and the list's file name at open-source-vpn-ip-lists)
+    name: str  # the VPN as a verdict's provider names it
+    min_servers: int  # about a fifth of the list's size in 2026: fewer is a broken answer
+    urls: tuple[str, ...] = ()  # the sources; () means open-source-vpn-ip-lists' <key>.txt
+    # Whether the subnets its servers cluster in count as its network: not for a fleet of cloud
+    # instances (TunnelBear's stand in Linode's and DigitalOcean's shared /24s).
+    subnets: bool = True
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return self.urls or (f"{_SERVER_LISTS}/{self.key}.txt",)
+
+
+VPN_PROVIDERS: tuple[VpnProvider, ...] = (
+    VpnProvider("nordvpn", "NordVPN", 1500),  # about 8,500-9,500 IPv4 addresses
+    VpnProvider(  # about 1,400 (mostly entries) + 2,400 exits
+        "protonvpn",
+        "Proton VPN",
+        250,
+        (f"{_SERVER_LISTS}/protonvpn.txt", f"{_TN3W}/ProtonVPN-IPs/HEAD/protonvpn_ips.txt"),
+    ),
+    VpnProvider("pia", "Private Internet Access", 250),  # about 1,200-1,500
+    VpnProvider("airvpn", "AirVPN", 400),  # about 1,000 IPv4 + 1,000 IPv6
+    VpnProvider("mullvad", "Mullvad", 200),  # about 570 IPv4 + 560 IPv6
+    VpnProvider("windscribe", "Windscribe", 200),  # about 1,000
+    VpnProvider("surfshark", "Surfshark", 50),  # about 280
+    VpnProvider("ivpn", "IVPN", 50),  # about 260
+    VpnProvider("ovpn", "OVPN", 20),  # about 100
+    VpnProvider("riseupvpn", "RiseupVPN", 5),  # about 20
+    VpnProvider(  # about 6,000
+        "tunnelbear", "TunnelBear", 1000, (f"{_TN3W}/TunnelBear-IPs/HEAD/tunnelbear_ips.txt",), subnets=False
+    ),
+)
+
+PROVIDER_FEEDS: tuple[FeedSpec, ...] = tuple(
+    FeedSpec(
+        name=provider.key,
+        urls=provider.sources,
+        parser=formats.vpn_server_list if provider.subnets else formats.vpn_servers_only,
+        evidence="vpn",
+        reason=f"vpn-server:{provider.key}",
+        network_reason=f"vpn-subnet:{provider.key}",  # a /24 or /64 holding two or more of its servers
+        provider=provider.name,
+        min_prefixes=provider.min_servers,
+        max_bytes=8 * MIB,  # NordVPN's, the largest, is about 130 kB
+        description=f"{provider.name}'s published servers",
+    )
+    for provider in VPN_PROVIDERS
+)
+
+DEFAULT_FEEDS = DEFAULT_FEEDS + PROVIDER_FEEDS
 
 FEED_NAMES: tuple[str, ...] = tuple(spec.name for spec in DEFAULT_FEEDS)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -148,6 +149,99 @@ def text_list(bodies: list[bytes]) -> Parsed:
     if any(_text(b).lstrip().startswith("<") for b in bodies):
         raise FeedFormatError("the body is markup, not a list of addresses")
     return _check_junk(_collect(line for body in bodies for line in _lines(body)), "list")
+
+
+_HOST_LENGTH = {4: 32, 6: 128}
+
+
+def _host(item: Any) -> str | None:
+    """``item`` as a single address (``1.2.3.4``, ``1.2.3.4/32``), or ``None``: a server list names servers."""
+    if not isinstance(item, str):
+        return None
+    try:
+        version, _, _, length = parse_prefix(item)
+    except PrefixError:
+        return None
+    return item.strip() if length == _HOST_LENGTH[version] else None
+
+
+def _gluetun_addresses(doc: Any) -> Iterator[Any]:
+    """The ``ips`` of every server of one provider in gluetun's server data: a document
+    ``{"version", "timestamp", "servers": [{"hostname", "ips": [...], ...}]}`` (a file of
+    qdm12/gluetun-servers' ``pkg/servers/``, or one provider's value in the older single
+    ``servers.json``). A server without addresses yields a ``None`` (counted as junk)."""
+    servers = doc.get("servers") if isinstance(doc, dict) else None
+    if not isinstance(servers, list):
+        raise FeedFormatError("not a server list document (no 'servers' list)")
+    for server in servers:
+        ips = server.get("ips") if isinstance(server, dict) else None
+        if isinstance(ips, list) and ips:
+            yield from ips
+        else:
+            yield None
+
+
+def vpn_server_list(bodies: list[bytes]) -> Parsed:
+    """A VPN provider's published servers, one feed per provider: every entry is one address.
+
+    Two shapes are read, told apart by the first character of the body:
+
+    - a text list, one address per line (Joe12387/open-source-vpn-ip-lists, the
+      default: ``nordvpn.txt`` holds ``2.56.190.2`` ...), ``#`` comments allowed;
+    - gluetun's JSON server data for one provider (``{"servers": [{"ips": [...]}]}``).
+
+    A prefix is not a server: entries wider than one address count as junk, so a
+    list that turned into ranges is refused rather than read as exact evidence. The
+    servers come back first, then the subnets they cluster in (:func:`server_subnets`)."""
+    candidates: list[Any] = []
+    for body in bodies:
+        text = _text(body).lstrip()
+        if text.startswith("<"):
+            raise FeedFormatError("the body is markup, not a list of servers")
+        if text.startswith("{"):
+            candidates.extend(_gluetun_addresses(_json(body)))
+        else:
+            candidates.extend(_lines(body))
+    hosts: list[str] = []
+    skipped = 0
+    for item in candidates:
+        host = _host(item)
+        if host is None:
+            skipped += 1
+        else:
+            hosts.append(host)
+    hosts = list(dict.fromkeys(hosts))
+    _check_junk(Parsed(hosts, skipped), "server list")
+    return Parsed(hosts + server_subnets(hosts), skipped)
+
+
+def vpn_servers_only(bodies: list[bytes]) -> Parsed:
+    """:func:`vpn_server_list` without the subnets: for a fleet of cloud instances, whose
+    neighbours in a /24 are other customers' machines."""
+    parsed = vpn_server_list(bodies)
+    return Parsed([p for p in parsed.prefixes if "/" not in p], parsed.skipped)
+
+
+# A provider's servers come in subnets it rents whole (a /24 at a hosting company, a /64 in IPv6), and
+# its fleet churns inside them: NordVPN and PIA renumber daily. A subnet holding at least this many
+# of its published servers is the provider's network: evidence about the network, not the address.
+SUBNET_LENGTH = {4: 24, 6: 64}
+SUBNET_MIN_SERVERS = 2
+
+
+def server_subnets(hosts: Iterable[str], min_servers: int = SUBNET_MIN_SERVERS) -> list[str]:
+    """The /24 (IPv4) and /64 (IPv6) subnets holding at least ``min_servers`` of ``hosts``,
+    in the order first seen. They are kept with the list (a snapshot line each) and matched
+    as prefixes: ``net``, where the servers themselves are ``host``."""
+    counts: dict[str, int] = {}
+    for host in hosts:
+        version, first, _, _ = parse_prefix(host)
+        length = SUBNET_LENGTH[version]
+        bits = 32 if version == 4 else 128
+        network = ipaddress.ip_network((first >> (bits - length) << (bits - length), length))
+        key = str(network)
+        counts[key] = counts.get(key, 0) + 1
+    return [subnet for subnet, count in counts.items() if count >= min_servers]
 
 
 def _aws_label(entry: dict[str, Any]) -> Any:

@@ -176,6 +176,7 @@ class FeedManager:
         self.snapshots_loaded = asyncio.Event()
         # complete() is true until then: -inf while an enabled feed is missing, +inf with none enabled.
         self._fresh_until = -math.inf if any(s.enabled for s in self.feeds.values()) else math.inf
+        self.generation = 0  # counts installed copies: an index built from the feeds knows it is current
         self._task = BackgroundTask("feeds")
 
     # Health --------------------------------------------------------------------
@@ -210,6 +211,7 @@ class FeedManager:
 
     def _install(self, state: FeedState, ranges: AddressRanges[str], fetched_at: float) -> None:
         state.ranges, state.fetched_at = ranges, fetched_at
+        self.generation += 1
         deadlines = [
             s.fetched_at + s.spec.stale_after if s.ranges is not None and s.fetched_at is not None else -math.inf
             for s in self.feeds.values()

@@ -98,6 +98,10 @@ class RangeIndex(Generic[T]):
             return self._tags[i]
         return _EMPTY
 
+    def intervals(self) -> Iterable[tuple[int, int, frozenset[T]]]:
+        """Every ``(start, end, tags)`` interval, in order (to combine several indexes into one)."""
+        return zip(self._starts, self._ends, self._tags, strict=True)
+
     def __len__(self) -> int:
         return len(self._starts)
 

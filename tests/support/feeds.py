@@ -3,7 +3,8 @@
 The writers produce the formats the service downloads (the Tor bulk exit
 list, AWS ``ip-ranges.json``, Google ``cloud.json``, Azure service tags,
 Oracle ``public_ip_ranges.json``, Cloudflare's text lists, DigitalOcean's
-geofeed CSV, X4BNet's lists, Apple's iCloud Private Relay egress CSV). :func:`world` is a small, consistent set of
+geofeed CSV, X4BNet's lists, Apple's iCloud Private Relay egress CSV, the VPN providers'
+server lists). :func:`world` is a small, consistent set of
 feeds with known addresses in them, padded with filler prefixes to each
 feed's minimum size, so tests read like::
 
@@ -32,7 +33,7 @@ from typing import Any
 from aiohttp import web
 
 from ipintel.addresses import IPAddress
-from ipintel.infra.feed_catalogue import DEFAULT_FEEDS
+from ipintel.infra.feed_catalogue import DEFAULT_FEEDS, VPN_PROVIDERS
 from ipintel.infra.feeds import HOST, NET, FeedManager, named_provider
 
 # Format writers ------------------------------------------------------------------
@@ -128,6 +129,7 @@ def _relay_world() -> bytes:
         ("172.224.226.32/31", "GB", "GB-SC", "Aberdeen"),
         ("104.28.30.0/26", "JP", "JP-13", ""),
         ("2a02:26f7:b3c0:4000::/64", "US", "US-CA", "Los Angeles"),
+        ("2a02:26f7:b3c0:4100::/64", "US", "US-CA", "Los Angeles"),  # on X4BNet's VPN list too
     ]
     for i in range(12_000):  # /31s in 172.225.0.0/16
         rows.append((f"172.225.{(2 * i) >> 8}.{(2 * i) & 255}/31", *_RELAY_PLACES[i % len(_RELAY_PLACES)]))
@@ -175,6 +177,14 @@ DATACENTER_ADDRESS = "5.1.2.3"
 RELAY_ADDRESS = "172.224.226.9"  # in 172.224.226.0/27, an iCloud Private Relay egress block
 RELAY_V6_ADDRESS = "2a02:26f7:b3c0:4000::1a"
 RELAY_ON_VPN_LIST_ADDRESS = "104.28.30.5"  # a relay egress block that X4BNet's VPN list (in this world) holds too
+RELAY_V6_ON_VPN_LIST_ADDRESS = "2a02:26f7:b3c0:4100::7"  # the same in IPv6
+# VPN providers' own servers: NordVPN's inside X4BNet's /24 and M247's AS (a network-level listing
+# and a hosting AS name it too), Mullvad's in IPv6.
+NORDVPN_SERVER_ADDRESS = "37.19.200.10"
+MULLVAD_V6_SERVER_ADDRESS = "2a03:1b20:1:f410::a01f"
+NORDVPN_SUBNET_ADDRESS = "193.10.1.77"  # not listed, in a /24 of listed NordVPN servers (the fillers below)
+SHARED_SUBNET = ("45.134.140.1", "45.134.140.2", "45.134.140.3", "45.134.140.4")  # PIA's two, Surfshark's two
+SHARED_SUBNET_ADDRESS = "45.134.140.99"  # in a /24 both rent servers in: neither's network
 
 CLOUDFLARE_V4 = [
     "173.245.48.0/20", "103.21.244.0/22", "103.22.200.0/22", "103.31.4.0/22", "141.101.64.0/18",
@@ -199,14 +209,33 @@ def world() -> dict[str, list[bytes]]:
         "digitalocean": [geofeed_csv(["104.131.0.0/18", *fillers("159.89.0.0/16", 120, 24)])],
         "vpn": [
             text_list(["37.19.200.0/24", VPN_SERVER_ADDRESS, "104.28.30.0/24", *fillers("45.83.0.0/16", 120, 24)]),
-            text_list(["2a02:6ea0:1000::/37"]),
+            text_list(["2a02:6ea0:1000::/37", "2a02:26f7:b3c0:4100::/56"]),
         ],
         "datacenter": [
             text_list(["5.1.0.0/16", "3.5.140.0/22", "37.19.200.0/24", *fillers("31.0.0.0/12", 1100, 24)]),
             text_list(["2a01:4f8::/29"]),
         ],
         "relay": [_relay_world()],
+        **provider_lists(),
     }
+
+
+def provider_lists() -> dict[str, list[bytes]]:
+    """Every VPN provider's server list of the test world in the default source's shape (one address
+    per line), each at its feed's minimum size: filler servers in a /16 of its own."""
+    lists: dict[str, list[bytes]] = {}
+    for i, provider in enumerate(VPN_PROVIDERS):
+        known = {
+            "nordvpn": [NORDVPN_SERVER_ADDRESS],
+            "mullvad": [MULLVAD_V6_SERVER_ADDRESS],
+            "pia": list(SHARED_SUBNET[:2]),
+            "surfshark": list(SHARED_SUBNET[2:]),
+        }.get(provider.key, [])
+        servers = [
+            s for s in fillers(f"193.{10 + i}.0.0/16", provider.min_servers + 1, 32) if s != NORDVPN_SUBNET_ADDRESS
+        ]
+        lists[provider.key] = [text_list([*known, *servers])]
+    return lists
 
 
 # The server --------------------------------------------------------------------

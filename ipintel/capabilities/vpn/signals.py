@@ -37,21 +37,22 @@ class Strength(IntEnum):
 
     HEURISTIC = 1  # a guess from names (reverse-DNS keywords)
     NETWORK = 2  # the address falls in a prefix or AS of such an operator
-    EXACT = 3  # the exact address is on a primary list (Tor exits, the Anonymous-IP database)
+    EXACT = 3  # the exact address is on a primary list (Tor exits, a VPN provider's servers, the Anonymous-IP database)
 
 
 class Naming(IntEnum):
     """How directly a signal names the operator behind an address, strongest last (docs/API.md#vpn-detection).
 
     Independent of :class:`Strength`: a signal can be exact evidence of a Tor
-    exit and name nobody, and every signal that names an operator today is
-    about a network, not the address alone."""
+    exit and name nobody. A service's own list beats the network's owner because
+    VPN servers and relays stand in rented (hosting, CDN, cloud) space: the
+    answer a reader wants for a NordVPN server is "NordVPN", not "M247"."""
 
     NONE = 0
     AS_LIST = 1  # the address's AS is on a shipped list: its holder runs the network the address is in
     PUBLISHED = 2  # the operator publishes the prefix as its own (a cloud provider's ranges, with the region)
-    SERVICE = 3  # the operator publishes the prefix as its service's egress (iCloud Private Relay): more
-    # specific than the network's owner, since relays egress from partners' (CDNs', clouds') space
+    SERVICE = 3  # the operator publishes the address or prefix as its service's server or egress (a VPN
+    # provider's server list, iCloud Private Relay): more specific than the network's owner
 
 
 @dataclass(frozen=True, slots=True)

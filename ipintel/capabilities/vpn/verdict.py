@@ -9,20 +9,24 @@
   relay hides its user like a VPN would, but it is an Apple customer browsing
   through Apple's two-hop relay - not a VPN subscription, not a datacenter
   workload, not an open proxy - so the relay evidence sets no other flag.
+- Relay before third-party lumping: on an address the relay's operator
+  publishes as its egress (Apple's list), VPN, proxy and Tor signals that are
+  only about the network (a listed prefix or AS) or a guess (PTR) are overruled:
+  ``isVpn``, ``isProxy`` and ``isTor`` stay false, and the overruled signals
+  stay in ``reasons``. Apple says what the prefix is used for; a third-party
+  list that takes Apple's ranges as an input (X4BNet's VPN list does) lumps
+  Safari users in with VPN subscribers. Exact evidence about the address (a
+  single listed address, the Anonymous-IP database) still counts.
 - ``confidence`` is about ``isVpn``. Positive: ``high`` when the exact address
-  is on a primary list, ``medium`` when it only falls in a VPN operator's
-  prefix or AS, ``low`` when only heuristics fired. Negative: ``medium`` when
-  every configured source was loaded and fresh, ``low`` otherwise (nothing
-  proves a negative, so it is never ``high``). A relay address is not evidence
-  for or against ``isVpn``, with one exception: on an address the relay's
-  operator publishes as its egress, a VPN or proxy signal that is only about
-  the network (a listed prefix or AS) gives ``low``, because Apple's own list
-  says what the prefix is used for and third-party lists that lump relays in
-  with VPNs are the likely cause; exact evidence about the address stays ``high``.
+  is on a primary list (a VPN provider's own server list, the Tor exit list),
+  ``medium`` when it only falls in a VPN operator's prefix or AS, ``low`` when
+  only heuristics fired. Negative: ``medium`` when every configured source was
+  loaded and fresh, ``low`` otherwise (nothing proves a negative, so it is never
+  ``high``).
 - ``provider`` names the operator behind the signal that names one most
-  directly (:class:`~.signals.Naming`: the relay's operator, then a cloud's
-  published ranges with the region, then a shipped AS list); ``None`` when no
-  signal names one.
+  directly (:class:`~.signals.Naming`: a VPN provider's own server list or the
+  relay's operator, then a cloud's published ranges with the region, then a
+  shipped AS list); ``None`` when no signal names one.
 - ``reasons`` names every signal that fired, strongest first.
 """
 
@@ -36,6 +40,7 @@ from ipintel.capabilities.vpn.signals import Kind, Signal, Strength
 
 # Indexed by the strongest anonymising Strength (0: none fired).
 _CONFIDENCE = (None, "low", "medium", "high")
+_TOR, _PROXY, _VPN = 1, 2, 4  # anonymising kinds as bits: a Tor exit is a proxy, any of them is isVpn
 
 
 def _strongest_first(signal: Signal) -> int:
@@ -48,8 +53,9 @@ def verdict(ip: IPAddress, signals: Sequence[Signal], *, complete: bool) -> dict
     ``complete``: every configured source was loaded and fresh. One pass with
     identity tests rather than sets of kinds: this runs for every verdict, and
     hashing enum members is slow in Python."""
-    is_tor = is_proxy = is_vpn = is_hosting = is_mobile = is_relay = False
-    best = 0
+    is_hosting = is_mobile = is_relay = False
+    exact = weak = 0  # anonymising kinds seen (bits: _TOR, _PROXY, _VPN), on exact evidence and on weaker
+    weak_best = 0
     provider, naming = None, 0
     for signal in signals:
         if signal.naming > naming:
@@ -64,28 +70,26 @@ def verdict(ip: IPAddress, signals: Sequence[Signal], *, complete: bool) -> dict
         if kind is Kind.RELAY:
             is_relay = True
             continue
-        if kind is Kind.TOR:
-            is_tor = True
-        elif kind is Kind.PROXY:
-            is_proxy = True
-        elif kind is Kind.VPN:
-            is_vpn = True
-        if signal.strength > best:
-            best = signal.strength
-    is_proxy = is_proxy or is_tor
-    if best:
-        # The relay's own list against a third party's network-level listing: see the module docstring.
-        confidence = "low" if is_relay and best < Strength.EXACT else _CONFIDENCE[best]
-    else:
-        confidence = "medium" if complete else "low"
+        bit = _TOR if kind is Kind.TOR else _PROXY if kind is Kind.PROXY else _VPN
+        if signal.strength >= Strength.EXACT:
+            exact |= bit
+        else:
+            weak |= bit
+            if signal.strength > weak_best:
+                weak_best = signal.strength
+    if is_relay:  # Apple's own list overrules network-level and heuristic listings: see the module docstring
+        weak = weak_best = 0
+    found = exact | weak
+    best = Strength.EXACT if exact else weak_best
+    confidence = _CONFIDENCE[best] if best else "medium" if complete else "low"
     ordered = sorted(signals, key=_strongest_first) if len(signals) > 1 else signals  # stable: ties keep order
     return {
         "ip": str(ip),
-        "isVpn": is_vpn or is_proxy,
-        "isProxy": is_proxy,
+        "isVpn": found != 0,
+        "isProxy": found & (_TOR | _PROXY) != 0,
         "isHosting": is_hosting,
         "isMobile": is_mobile,
-        "isTor": is_tor,
+        "isTor": found & _TOR != 0,
         "isRelay": is_relay,
         "provider": provider,
         "confidence": confidence,
