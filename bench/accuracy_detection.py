@@ -17,7 +17,7 @@ Circular too, and said so: the relay ground truth is drawn from the same mirror 
 as the relay feed snapshot, and the residential and hosting samples from the same AS table as the
 ASN database, so the AS lists' share of those figures is not independent evidence.
 
-With ``ACCURACY_DATA/asn.mmdb`` (an ASN database) the shipped AS lists count; without it they
+With the default AS database (``fetch-geoip``'s, in ``DATA_DIR``) the shipped AS lists count; without it they
 cannot (no DNS is reachable, so Team Cymru cannot answer either), and the report says so. The
 VPN servers a configuration misses are counted by the AS that holds them: that is how the
 shipped AS lists are reviewed.
@@ -25,6 +25,7 @@ shipped AS lists are reviewed.
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import json
 import os
@@ -62,7 +63,7 @@ class Config:
     key: str
     title: str
     lists: str | None  # directory under ACCURACY_DATA with the provider feeds' snapshots; None: disabled
-    asn: bool = True  # with ACCURACY_DATA/asn.mmdb (when it is there)
+    asn: bool = True  # with the default AS database (when fetch-geoip got one)
 
 
 CONFIGS = (
@@ -135,7 +136,7 @@ def pct(part: int, whole: int) -> str:
 
 
 class AsnLookup:
-    """The AS of an address from ``ACCURACY_DATA/asn.mmdb`` (the same file the service reads)."""
+    """The AS of an address from the default AS database (the same file the service reads)."""
 
     def __init__(self, path: Path) -> None:
         self.reader = maxminddb.open_database(str(path)) if path.exists() else None
@@ -189,7 +190,7 @@ def summarise(truth: TruthSet, answers: dict[str, dict[str, Any]], asn: AsnLooku
 async def measure_config(ctx: Context, config: Config, sets: list[TruthSet], asn: AsnLookup) -> dict[str, Any]:
     urls, notes = feed_urls(ctx, config)
     env = {"IPINTEL_FEED_URLS": urls}
-    asn_db = ctx.extra / "asn.mmdb"
+    asn_db = ctx.asn_db
     if asn_db.exists() and config.asn:
         env["IPINTEL_GEOIP_ASN_DB"] = str(asn_db)
     async with ctx.service(env) as service:
@@ -249,6 +250,11 @@ def _dates(ctx: Context) -> list[str]:
                 source["npm"].rsplit(".", 1)[-1][:8],
             )
         out.append(f"| truth `{name}` | truth/{name}.txt | {origin} | {date} |")
+    for path in sorted(ctx.geodata.glob("*.mmdb")):
+        with maxminddb.open_database(str(path)) as reader:
+            meta = reader.metadata()
+        built = dt.datetime.fromtimestamp(meta.build_epoch, dt.UTC).date().isoformat()
+        out.append(f"| default database | DATA_DIR/{path.name} | fetch-geoip ({meta.database_type}) | {built} |")
     about = ctx.extra / "SOURCES.json"
     if about.exists():
         for name, source in json.loads(about.read_text()).items():
@@ -259,7 +265,7 @@ def _dates(ctx: Context) -> list[str]:
 def render(ctx: Context, sets: list[TruthSet], results: dict[str, dict[str, Any]], asn_db: bool) -> str:
     lines = ["### Data and its dates", "", *_dates(ctx), ""]
     if not asn_db:
-        lines += ["No `ACCURACY_DATA/asn.mmdb`: the shipped AS lists could not count (no DNS, so no Team Cymru).", ""]
+        lines += ["No default AS database: the shipped AS lists could not count (no DNS, so no Team Cymru).", ""]
     lines += [
         "Read the figures with these in mind:",
         "",
@@ -356,7 +362,7 @@ async def measure(ctx: Context) -> Any:
     from accuracy import Section
 
     sets = truth_sets(ctx)
-    asn = AsnLookup(ctx.extra / "asn.mmdb")
+    asn = AsnLookup(ctx.asn_db)
     cache = Path(os.environ.get("ACCURACY_REUSE") or "/nonexistent")  # render again without measuring
     if cache.exists():  # noqa: ASYNC240 - before anything runs
         results = json.loads(cache.read_text())  # noqa: ASYNC240
