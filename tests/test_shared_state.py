@@ -233,7 +233,9 @@ async def test_a_frozen_redis_costs_one_timeout_then_nothing_and_is_used_again(
             answers = [await client.get("/whois/3.3.3.3") for _ in range(11)]
             elapsed = time.perf_counter() - started
             assert all(r.status_code == 502 for r in answers[:10])  # the registry is unreachable here
-            assert elapsed < 1.5, elapsed  # one 50 ms timeout, not eleven
+            # One 50 ms timeout, not eleven: counted, not timed (the time bound is on a hang).
+            assert metric((await client.get("/metrics")).text, "ipintel_redis_failures_total") == 1
+            assert elapsed < 10, elapsed
             # The in-process bucket stands in, at the full limit.
             assert [int(r.headers["ratelimit-remaining"]) for r in answers] == [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0]
             assert answers[10].status_code == 429

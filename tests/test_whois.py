@@ -220,7 +220,8 @@ async def test_a_slow_registry_is_a_timeout_near_the_configured_limit(
         elapsed = time.perf_counter() - started
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "upstream_timeout"
-    assert limit * 0.9 <= elapsed < limit + 1.0
+    # Not before the limit; and before the registry's 5 s answer could have come (a loaded machine only adds).
+    assert limit * 0.9 <= elapsed < 5.0
 
 
 async def test_non_global_and_invalid_addresses_never_reach_a_registry(
