@@ -34,6 +34,8 @@ SCHEMAS = ROOT / "k8s/schemas"
 
 Doc = dict[str, Any]
 
+pytestmark = pytest.mark.k8s
+
 
 def load_script(name: str) -> ModuleType:
     """A script of scripts/ (no .py suffix) as a module."""

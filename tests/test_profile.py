@@ -142,10 +142,9 @@ async def process_client(base_url: str) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-@pytest.fixture(params=["asgi", "process"])
-async def client(
-    request: pytest.FixtureRequest, net_settings: Settings, server: str
-) -> AsyncIterator[httpx.AsyncClient]:
+# The server is asked for by the process case alone, so that the ASGI case is a unit test (tests/support/kinds.py).
+@pytest.fixture(params=["asgi", pytest.param("process", marks=pytest.mark.process)])
+async def client(request: pytest.FixtureRequest, net_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """The ASGI app (fresh caches) or the module's server process (caches shared by the module's tests)."""
     if request.param == "asgi":
         async with running_app(net_settings) as asgi:
