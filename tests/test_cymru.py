@@ -224,7 +224,7 @@ def test_parsing_never_raises(texts: list[str]) -> None:
     assert org is None or (org.strip() == org and org)
 
 
-async def test_record_without_asn_is_kept_only_five_minutes(settings) -> None:  # type: ignore[no-untyped-def]
+async def test_record_without_asn_is_kept_only_five_minutes(settings) -> None:
     """A GeoIP record whose ASN lookup failed must not pin null ASN fields for 24 h."""
     clock = FakeClock()
     with DnsServer() as dns:

@@ -193,7 +193,7 @@ async def test_dns_routes_are_in_the_openapi_document(settings: Settings) -> Non
     assert {"400", "502", "504"} <= set(reverse["responses"])
 
 
-def test_real_server_reads_dns_servers_with_a_port_from_the_environment(city_db, dns: DnsServer) -> None:  # type: ignore[no-untyped-def]
+def test_real_server_reads_dns_servers_with_a_port_from_the_environment(city_db, dns: DnsServer) -> None:
     """``make run`` configuration: IPINTEL_DNS_SERVERS as host:port, through hypercorn."""
     env = {
         "IPINTEL_GEOIP_CITY_DB": str(city_db),

@@ -221,8 +221,8 @@ def test_without_dbip_the_npm_registry_gives_both_databases(tmp_path: Path, upst
             "autonomous_system_number": 15169,
             "autonomous_system_organization": "Google LLC",
         }
-        assert reader.get("1.0.0.1")["autonomous_system_organization"] == "Cloudflare, Inc."  # type: ignore[index]
-        assert reader.get("2001:4860:4801::1")["autonomous_system_number"] == 15169  # type: ignore[index]
+        assert reader.get("1.0.0.1")["autonomous_system_organization"] == "Cloudflare, Inc."  # type: ignore[call-overload,index]
+        assert reader.get("2001:4860:4801::1")["autonomous_system_number"] == 15169  # type: ignore[call-overload,index]
         assert reader.get("9.9.9.9") is None
         # The data's date, from the package version: 2026-06-17 19:00 UTC.
         assert reader.metadata().build_epoch == int(dt.datetime(2026, 6, 17, 19, tzinfo=dt.UTC).timestamp())

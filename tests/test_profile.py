@@ -150,7 +150,7 @@ async def client(request: pytest.FixtureRequest, net_settings: Settings) -> Asyn
         async with running_app(net_settings) as asgi:
             yield asgi
     else:
-        async with process_client(server) as process:
+        async with process_client(request.getfixturevalue("server")) as process:
             yield process
 
 

@@ -268,7 +268,7 @@ def test_redis_settings() -> None:
 
 async def test_without_the_setting_the_limiter_stays_in_process(settings: Settings) -> None:
     async with running_app(settings.replace(rate_limits={Quota.GENERAL: 60})) as client:
-        app = client.app  # type: ignore[attr-defined]
+        app = client.app
         assert isinstance(app.state.limiter, RateLimiter) and app.state.intel.shared is None
         assert "redis" not in (await client.get("/readyz")).json()["data"]["checks"]
 

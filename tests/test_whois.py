@@ -334,7 +334,7 @@ async def test_upstream_statistics_name_rdap_and_bootstrap(whois_settings: Setti
     rdap.set(rdap.ip_path("arin", "23.45.67.89"), Reply.json(rdap_fixture("arin_v4_2024")))
     async with running_app(whois_settings) as client:
         await client.get("/whois/23.45.67.89")
-        calls = client.app.state.intel.upstream_stats.calls  # type: ignore[attr-defined]
+        calls = client.app.state.intel.upstream_stats.calls
     assert calls[("rdap-bootstrap", "ok")] == 1
     assert calls[("rdap", "ok")] == 1
 

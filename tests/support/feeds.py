@@ -153,7 +153,7 @@ def azure_download_page(link: str) -> bytes:
 def fillers(network: str, count: int, new_prefix: int) -> list[str]:
     """``count`` distinct subnets of ``network`` (padding a feed to its minimum size)."""
     net = ipaddress.ip_network(network)
-    out = []
+    out: list[str] = []
     for sub in net.subnets(new_prefix=new_prefix):
         if len(out) == count:
             break
