@@ -67,9 +67,21 @@ def _ours(obj: Any) -> bool:
 def kinds_of(functions: Iterable[Any]) -> set[str]:
     """The kinds the given functions (a test and its fixtures) reach, through every function and class of
     tests/ they name, nested functions and lambdas included."""
+    found: set[str] = set()
+    for function in functions:
+        if id(function) not in _known:
+            _known[id(function)] = (function, _reached(function))  # the function kept: its id stays its own
+        found |= _known[id(function)][1]
+    return found
+
+
+_known: dict[int, tuple[Any, frozenset[str]]] = {}
+
+
+def _reached(root: Any) -> frozenset[str]:
     kinds: set[str] = set()
     seen: set[int] = set()
-    stack = list(functions)
+    stack = [root]
     while stack:
         obj = stack.pop()
         if id(obj) in seen:
@@ -105,7 +117,7 @@ def kinds_of(functions: Iterable[Any]) -> set[str]:
                     kinds.add("process")
             elif not isinstance(target, ModuleType):
                 stack.append(target)
-    return kinds
+    return frozenset(kinds)
 
 
 # The test running now (set by tests/conftest.py), for check_spawn.
