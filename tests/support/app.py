@@ -133,8 +133,9 @@ class _Drained:
         self._thread.start()
 
     def _pump(self, pipe: Any) -> None:
-        for chunk in iter(lambda: pipe.read1(65536), b""):
-            self._chunks.append(chunk)
+        with pipe:  # closed at the end of output: an unclosed pipe is a ResourceWarning, and warnings are errors
+            for chunk in iter(lambda: pipe.read1(65536), b""):
+                self._chunks.append(chunk)
 
     def read(self) -> bytes:
         """Everything the process wrote; waits for its end of output."""
