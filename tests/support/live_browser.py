@@ -104,7 +104,7 @@ async def _drive(profile: Path, url: str, until: str, timeout: float, shoot: boo
                     if answer.get("id") == id_:
                         if "error" in answer:
                             raise BrowserError(f"{method}: {answer['error']}")
-                        return answer["result"]  # type: ignore[no-any-return]
+                        return answer["result"]
                 raise BrowserError("the DevTools connection closed")
 
             async def evaluate(expression: str) -> Any:
