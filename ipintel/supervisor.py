@@ -31,7 +31,7 @@ ipintel``) becomes a supervisor that serves nothing itself:
   by itself within a second or so, rather than holding the port.
 
 The workers share nothing: caches, rate-limit buckets and ``/metrics`` are per
-worker (README "Scaling"). That is why several workers with rate limits on
+worker (docs/DEPLOYMENT.md#scaling-one-process-one-machine-a-fleet). That is why several workers with rate limits on
 need ``IPINTEL_REDIS_URL`` (:func:`ipintel.settings.check_workers`).
 """
 
