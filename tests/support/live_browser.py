@@ -61,8 +61,10 @@ def live(
         ]
         proc = subprocess.Popen(
             args,
+            # Nothing reads Chromium's output: a pipe would fill and stall it, and left unclosed it is a
+            # ResourceWarning (an error here).
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             env={**os.environ, "HOME": tmp},
