@@ -36,7 +36,7 @@ def hypercorn_config(host: str, port: int) -> Config:
     config.max_app_queue_size = 10
     # The event loop run() starts. hypercorn's "uvloop" class was measured against it side by side on one CPU
     # (bench/bench_workers.py): 1.06-1.07x while other work loaded the machine, 0.98-1.03x on a quiet one. No
-    # clear gain, so not adopted; run() still takes either (README "Scaling").
+    # clear gain, so not adopted; run() still takes either (docs/DEPLOYMENT.md#scaling-one-process-one-machine-a-fleet).
     config.worker_class = "asyncio"
     return config
 

@@ -1,14 +1,6 @@
-"""The application factory: the whole design in one page.
-
-    Settings ──> Intel (capabilities + their infrastructure: databases,
-                 resolver, HTTP client, caches)
-                   ^              ^
-           REST endpoints      MCP tools        <- thin adapters
-                   ^              ^
-        middleware: request id, rate limits, access log; a router by path segment
-
-``create_app(settings)`` wires these together; ``python -m ipintel`` serves
-the result with hypercorn.
+"""The application factory: ``create_app(settings)`` wires Intel, the REST endpoints and the MCP tools, the
+middleware and the OpenAPI document (docs/ARCHITECTURE.md#the-design-in-one-picture); ``python -m ipintel``
+serves the result with hypercorn.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Prometheus metrics (docs/API.md#operations): what ``GET /metrics`` exposes.
-
-One :class:`Metrics` per app, with its own ``CollectorRegistry`` rather than
-prometheus-client's global one, so that a process (a test run) can create
-many apps without "duplicated timeseries" errors and one app's numbers never
-leak into another's.
-
-Two kinds of series:
-
-- Observed as they happen (cheap, on the hot path): HTTP requests by route
-  *template* (``/ip/{ip}``, never the raw path: one series per looked-up
-  address would be unbounded cardinality) and status, with a latency
-  histogram; upstream call latency, from an observer hung on
-  ``Intel.upstream_stats``.
-- Read when scraped (nothing on the hot path): the counters the components
-  already keep - upstream calls, caches, rate limiter, feeds, databases,
-  reloads. Each is read with ``getattr`` and a default, so a component that is
-  absent (rate limits off) simply exports no series.
+"""Prometheus metrics (docs/API.md#operations): what ``GET /metrics`` exposes. Requests and upstream calls are
+observed as they happen (:class:`RequestCollector`, cheap on the hot path); every other figure is the counters
+the components already keep, read when scraped (:class:`StateCollector`).
 """
 
 from __future__ import annotations
@@ -63,6 +48,8 @@ class Metrics:
     :class:`~ipintel.infra.reload.DatabaseWatcher` or ``None``."""
 
     def __init__(self, intel: Any, *, limiter: Any = None, watcher: Any = None) -> None:
+        # Its own registry, not prometheus-client's global one: a process (a test run) can create many apps
+        # without "duplicated timeseries" errors, and one app's numbers never leak into another's.
         self.registry = CollectorRegistry()
         self.requests = RequestCollector()
         self.registry.register(self.requests)
@@ -82,6 +69,7 @@ class Metrics:
         if isinstance(observers, list):
             observers.append(self.observe_upstream)
 
+    # By route *template* (/ip/{ip}), never the raw path: one series per looked-up address would be unbounded.
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Called once per HTTP request by the request middleware."""
         self.requests.observe(method, route, status, seconds)
@@ -143,7 +131,8 @@ class RequestCollector(Collector):
 
 
 class StateCollector(Collector):
-    """Reads the components' own counters at scrape time.
+    """Reads the components' own counters at scrape time. Each is read with ``getattr`` and a default, so a
+    component that is absent (rate limits off) simply exports no series.
 
     The attribute names read, all optional:
     ``intel.upstream_stats.calls`` (``Counter[(source, outcome)]``),

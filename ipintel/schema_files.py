@@ -14,6 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
 
@@ -35,6 +37,13 @@ def embeddable_schema(name: str) -> dict[str, Any]:
     is replaced by that file's schema, so that no reader has to fetch or
     register anything: a composite answer (a profile) is described by the same
     files as its parts, and an MCP client gets one schema it can compile."""
+    copied: dict[str, Any] = orjson.loads(orjson.dumps(_embedded(name)))  # JSON: several times faster than deepcopy
+    return copied
+
+
+@cache
+def _embedded(name: str) -> dict[str, Any]:
+    """The self-contained schema, resolved once (every app built in a process asks for the same ones). Shared."""
     return _resolved(name, ())
 
 

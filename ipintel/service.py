@@ -199,7 +199,7 @@ class Intel:
             if db.stale():
                 log.warning(
                     "the %s database %s was built %s, %.0f days ago: stale (over %.0f days); refresh it "
-                    "(README, Reloading the databases)",
+                    "(docs/DEPLOYMENT.md, Reloading the databases)",
                     db.kind,
                     db.path,
                     db.build_date,

@@ -1,38 +1,8 @@
-"""Several serving processes on one port (``IPINTEL_WORKERS`` > 1): a small supervisor beside them.
-
-Python runs one request at a time per process, so one process uses at most one
-core. With ``IPINTEL_WORKERS=N`` the process started (``ipintel`` / ``python -m
-ipintel``) becomes a supervisor that serves nothing itself:
-
-- It binds N listening sockets to the one address with ``SO_REUSEPORT``, before
-  any worker starts (so a port in use is reported once, at once), and starts N
-  workers, ``python -m ipintel --worker I --listen-fd FD``, each serving its own
-  socket with :func:`ipintel.__main__.serve_until_signalled`. The kernel spreads
-  new connections over the sockets by a hash of their addresses, so the load
-  spreads evenly: one shared socket would let whichever worker woke first accept
-  a whole burst of connections (asyncio accepts up to its backlog per wake-up).
-- SIGTERM or SIGINT: the supervisor closes its copies of the sockets, sends
-  SIGTERM to every worker, each drains its requests in flight as a single
-  process does, and the supervisor exits once all have: 0 when every worker
-  ended cleanly, 1 otherwise. A worker still running ``graceful_timeout`` + 10 s
-  later is killed.
-- SIGHUP is sent on to every worker (each reloads its GeoIP databases).
-- A worker that dies on its own is restarted on the same socket after a second
-  (connections that arrived meanwhile wait in that socket's queue, because the
-  supervisor holds it open). A worker exiting with status 2 (a configuration
-  error) or more than :data:`MAX_RESTARTS` deaths within
-  :data:`RESTART_WINDOW` seconds make the supervisor give up: it stops the
-  other workers and exits 1, so that the service manager (Kubernetes, systemd,
-  docker's restart policy) sees the failure instead of a crash loop hidden
-  inside a running process.
-- Every worker writes its own logs and access lines to the shared standard
-  error; a worker's log records carry ``worker`` (its index, 1..N).
-- A worker whose supervisor disappeared (killed with SIGKILL) drains and exits
-  by itself within a second or so, rather than holding the port.
-
-The workers share nothing: caches, rate-limit buckets and ``/metrics`` are per
-worker (README "Scaling"). That is why several workers with rate limits on
-need ``IPINTEL_REDIS_URL`` (:func:`ipintel.settings.check_workers`).
+"""Several serving processes on one port (``IPINTEL_WORKERS`` > 1): a supervisor that serves nothing itself,
+and N workers (``python -m ipintel --worker I --listen-fd FD``), each on its own socket. Python runs one request
+at a time per process, so one process uses at most one core. The workers share nothing: caches, rate-limit
+buckets and ``/metrics`` are per worker (docs/DEPLOYMENT.md#scaling-one-process-one-machine-a-fleet), which is
+why several workers with rate limits on need ``IPINTEL_REDIS_URL`` (:func:`ipintel.settings.check_workers`).
 """
 
 from __future__ import annotations
@@ -50,6 +20,9 @@ from collections.abc import Callable, Sequence
 
 log = logging.getLogger("ipintel.supervisor")
 
+# A worker exiting with CONFIG_ERROR, or dying more than MAX_RESTARTS times within RESTART_WINDOW seconds, makes the
+# supervisor stop the others and exit 1: the service manager (Kubernetes, systemd, docker's restart policy) then
+# sees the failure, instead of a crash loop hidden inside a running process.
 MAX_RESTARTS = 5  # deaths of one worker within RESTART_WINDOW seconds before the supervisor gives up
 RESTART_WINDOW = 60.0
 RESTART_DELAY = 1.0  # seconds between a worker's death and its restart
@@ -63,7 +36,11 @@ _STOPPED = frozenset({0, -signal.SIGTERM, -signal.SIGINT})
 def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
     """``count`` TCP sockets bound to ``host``:``port`` with ``SO_REUSEPORT`` (not yet listening: each
     worker calls ``listen`` on its own). Port 0 picks a free port, the same for all of them. The
-    options are hypercorn's own for a bound socket (``Config._create_sockets``)."""
+    options are hypercorn's own for a bound socket (``Config._create_sockets``).
+
+    Bound before any worker starts, so that a port in use is reported once, at once. One socket per worker: the
+    kernel spreads new connections over them by a hash of their addresses, evenly, where one shared socket would
+    let whichever worker woke first accept a whole burst (asyncio accepts up to its backlog per wake-up)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     if port != 0:
         # SO_REUSEPORT would let us bind beside another process of the same user already listening on the port
@@ -129,6 +106,9 @@ class Supervisor:
         return 0 if self.clean else 1
 
     def stop(self, reason: str) -> None:
+        # SIGTERM to every worker: each drains its requests in flight as a single process does; the supervisor
+        # exits once all have (0 if every one ended cleanly), killing any still running KILL_MARGIN past the
+        # graceful timeout.
         """Stop every worker (each drains its requests in flight); idempotent."""
         if self._stopping.is_set():
             return
@@ -166,7 +146,8 @@ class Supervisor:
             sock.close()
 
     async def _keep(self, index: int) -> None:
-        """Run worker ``index``, restarting it when it dies, until the supervisor stops."""
+        """Run worker ``index``, restarting it when it dies, until the supervisor stops. A restarted worker serves
+        the same socket: connections that arrived meanwhile wait in its queue, as the supervisor holds it open."""
         sock = self.sockets[index - 1]
         fd = sock.fileno()
         deaths: collections.deque[float] = collections.deque()

@@ -6,20 +6,71 @@ server it is given (``def dns(dns): dns.add(...); return dns``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import subprocess
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
+import hypothesis
 import pytest
 
 from ipintel.infra.resolver import Resolver
 from ipintel.infra.upstream import HttpClient
 from ipintel.settings import Settings
+from tests.support import kinds
 from tests.support.dns_server import DnsServer
 from tests.support.fake_internet import FakeInternet
 from tests.support.feeds import FeedServer
 from tests.support.mmdb import write_asn_db, write_city_db
 from tests.support.rdap_server import REGISTRIES, RdapServer, rdap_server
 from tests.support.reputation_server import ReputationServer
+
+# The kinds of test (tests/support/kinds.py) ---------------------------------------------------------------
+
+
+# `make test-fast` loads Hypothesis's "fast" profile (--hypothesis-profile=fast): every property test tries at most
+# FAST_EXAMPLES examples, those that ask for more included; `make test` tries every example each asks for.
+FAST_EXAMPLES = 10
+hypothesis.settings.register_profile("fast", max_examples=FAST_EXAMPLES)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its kinds; a test of no other kind is ``unit``. Under the fast profile, cap examples."""
+    fast = hypothesis.settings.get_current_profile_name() == "fast"
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        chosen = getattr(item.obj, "_hypothesis_internal_use_settings", None)  # what @settings gave the test
+        if fast and chosen is not None and chosen.max_examples > FAST_EXAMPLES:
+            item.obj._hypothesis_internal_use_settings = hypothesis.settings(chosen, max_examples=FAST_EXAMPLES)
+        fixtures = [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs]
+        found = kinds.kinds_of([item.function, *fixtures]) | {
+            m.name for m in item.iter_markers() if m.name in kinds.KINDS
+        }
+        for kind in sorted(found - {m.name for m in item.iter_markers()}):
+            item.add_marker(kind)
+        if not found:
+            item.add_marker("unit")
+
+
+_execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+
+def _checked_execute_child(self: subprocess.Popen[Any], args: Any, *rest: Any) -> None:
+    kinds.check_spawn(args)
+    _execute_child(self, args, *rest)
+
+
+subprocess.Popen._execute_child = _checked_execute_child  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    kinds.current = item
+    try:
+        return (yield)
+    finally:
+        kinds.current = None
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The access log (README "Privacy"): one line per request with the route template, never the
+"""The access log (docs/DEPLOYMENT.md#privacy-what-is-logged): one line per request with the route template, never the
 looked-up address, domain or query string."""
 
 from __future__ import annotations

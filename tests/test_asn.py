@@ -219,9 +219,12 @@ async def test_a_reload_shows_new_prefixes_without_asking_the_registry_again(
     path = write_asn_db(tmp_path / "asn.mmdb", {"8.8.8.0/24": {"autonomous_system_number": 15169}})
     async with running_app(whois_settings.replace(geoip_asn_db=path)) as client:
         before = (await client.get("/asn/AS15169")).json()["data"]["prefixes"]
-        networks = {"8.8.8.0/24": {"autonomous_system_number": 15169}, "34.0.0.0/15": {"asn": "AS15169"}}
+        networks: dict[str, dict[str, Any]] = {
+            "8.8.8.0/24": {"autonomous_system_number": 15169},
+            "34.0.0.0/15": {"asn": "AS15169"},
+        }
         write_asn_db(tmp_path / "asn.mmdb", networks)
-        intel = client.app.state.intel  # type: ignore[attr-defined]
+        intel = client.app.state.intel
         assert "asn" in reload_changed(intel.databases)
         after = (await client.get("/asn/AS15169")).json()["data"]["prefixes"]
     assert before == ["8.8.8.0/24"]

@@ -226,7 +226,10 @@ async def test_self_tests_run_in_the_background_and_recover(dns: DnsServer, reso
     flaky, healthy = zones
     started = time.perf_counter()
     tests.start()
-    assert time.perf_counter() - started < 0.05  # start() never waits for the tests
+    # start() never waits for the tests: it returned before either had a verdict (nothing has run yet); the
+    # time is a bound on a hang only.
+    assert tests.state(flaky) is None and tests.state(healthy) is None
+    assert time.perf_counter() - started < 5
     try:
         await _until(lambda: tests.state(flaky) is not None and tests.state(healthy) is not None)
         assert tests.state(flaky).verdict == "failed"  # type: ignore[union-attr]
@@ -269,7 +272,7 @@ async def test_an_inconclusive_zone_is_not_retested_on_every_request(dns: DnsSer
         await tests.close()
 
 
-async def _until(condition: Callable[[], bool], timeout: float = 3.0) -> None:
+async def _until(condition: Callable[[], bool], timeout: float = 30.0) -> None:  # a bound on a hang
     ends = time.perf_counter() + timeout
     while not condition():
         assert time.perf_counter() < ends, "condition not reached in time"
@@ -380,17 +383,18 @@ async def test_clear_only_when_every_source_answered(dns: DnsServer) -> None:
 async def test_an_untested_zone_is_verified_in_the_same_round_trip(dns: DnsServer) -> None:
     healthy_list(dns, "healthy.test", listed={LISTED_IP: "127.0.0.2"})
     answers_everything(dns, "dead.test", "127.0.0.2")
-    dns.delay = 0.1
-    async with Resolver(dns.servers, timeout=0.5) as resolver:
+    dns.delay = 0.2  # under c-ares's 250 ms first try; the timeouts far above it
+    async with Resolver(dns.servers, timeout=2.0) as resolver:
         started = time.perf_counter()
-        result = await _check(LISTED_IP, ["healthy.test", "dead.test"], resolver, tested=False, dns_timeout=0.5)
+        result = await _check(LISTED_IP, ["healthy.test", "dead.test"], resolver, tested=False, dns_timeout=2.0)
         elapsed = time.perf_counter() - started
     sources = _by_name(result)
     assert sources["healthy.test"]["status"] == "listed"
     # The dead list answered 127.0.0.2, a valid code, but its self-test showed it lists everything.
     assert sources["dead.test"]["status"] == "unavailable"
     assert "self-test" in sources["dead.test"]["detail"]
-    assert elapsed < 0.1 * 2 + 0.15  # the query and both probes ran concurrently, not one after another
+    # The query and both probes ran concurrently: one after another they take at least 3 x 0.2 s.
+    assert elapsed < 0.2 * 3
 
 
 async def test_an_unverifiable_answer_is_not_trusted(dns: DnsServer) -> None:
@@ -433,7 +437,7 @@ async def test_slow_sources_do_not_hold_the_answer_past_the_deadline(dns: DnsSer
         )
         elapsed = time.perf_counter() - started
         await tests.close()
-    assert elapsed < deadline + 0.3, elapsed
+    assert elapsed < 5.0, elapsed  # before the 5 s sources and timeouts (or the 10 s reputation): the deadline
     sources = _by_name(result)
     assert sources["healthy.test"]["status"] == "clear"
     for name in ("slow.test", "silent.test", "reputation.test"):
@@ -450,7 +454,7 @@ async def test_zones_are_queried_concurrently(dns: DnsServer) -> None:
         built = build_zones(zones)
         tests = SelfTests(built, resolver=resolver, timeout=1.0)
         await tests.run_once()
-        dns.delay = 0.1
+        dns.delay = 0.2  # under c-ares's 250 ms first try
         started = time.perf_counter()
         result = await blacklist.check(
             ipaddress.IPv4Address(CLEAN_IP),
@@ -464,7 +468,7 @@ async def test_zones_are_queried_concurrently(dns: DnsServer) -> None:
         elapsed = time.perf_counter() - started
         await tests.close()
     assert result["status"] == "clear"
-    assert elapsed < 6 * 0.1 / 2  # far below the sequential sum of 0.6 s
+    assert elapsed < 6 * 0.2 / 2  # about 0.2 s; half the sequential sum of 1.2 s
 
 
 async def test_a_crashing_source_is_unavailable_not_a_500(dns: DnsServer, resolver: Resolver) -> None:

@@ -423,7 +423,7 @@ def test_new_caches_and_their_stats() -> None:
 async def test_ip_records_live_24_hours(settings: Settings) -> None:
     clock = FakeClock()
     async with running_app(settings, clock=clock) as client:
-        geoip = client.app.state.intel.caches["geoip"]  # type: ignore[attr-defined]
+        geoip = client.app.state.intel.caches["geoip"]
         first = await client.get("/ip/8.8.8.8")
         await client.get("/ip/8.8.8.8")
         clock.advance(GEOIP_TTL - 1)
@@ -437,7 +437,7 @@ async def test_ip_records_live_24_hours(settings: Settings) -> None:
 
 async def test_canonical_forms_share_one_entry(settings: Settings) -> None:
     async with running_app(settings, clock=FakeClock()) as client:
-        geoip = client.app.state.intel.caches["geoip"]  # type: ignore[attr-defined]
+        geoip = client.app.state.intel.caches["geoip"]
         for text in ("8.8.8.8", "::ffff:8.8.8.8", "2001:4860::1", "2001:4860:0:0::1"):
             assert (await client.get(f"/ip/{text}")).status_code == 200
         assert geoip.stats()["misses"] == 2 and geoip.stats()["hits"] == 2
@@ -445,7 +445,7 @@ async def test_canonical_forms_share_one_entry(settings: Settings) -> None:
 
 async def test_own_address_lookup_reads_but_never_fills_the_cache(settings: Settings) -> None:
     async with running_app(settings, client=("8.8.4.4", 4000), clock=FakeClock()) as client:
-        intel = client.app.state.intel  # type: ignore[attr-defined]
+        intel = client.app.state.intel
         geoip = intel.caches["geoip"]
         assert (await client.get("/ip")).json()["data"]["ip"] == "8.8.4.4"
         assert len(geoip) == 0
@@ -460,7 +460,7 @@ async def test_own_address_lookup_reads_but_never_fills_the_cache(settings: Sett
 
 async def test_errors_of_geoip_lookups_are_not_cached(settings: Settings) -> None:
     async with running_app(settings, clock=FakeClock()) as client:
-        geoip = client.app.state.intel.caches["geoip"]  # type: ignore[attr-defined]
+        geoip = client.app.state.intel.caches["geoip"]
         for _ in range(2):
             assert (await client.get("/ip/9.9.9.9")).json()["error"]["code"] == "address_not_found"
             assert (await client.get("/ip/10.0.0.1")).json()["error"]["code"] == "reserved_address"

@@ -38,7 +38,7 @@ async def test_fifty_concurrent_whois_requests_make_one_upstream_call(
         assert [r.status_code for r in responses] == [200] * 50
         assert len({r.content for r in responses}) == 1
         assert rdap.hits[path] == 1
-        whois = client.app.state.intel.caches["whois"]  # type: ignore[attr-defined]
+        whois = client.app.state.intel.caches["whois"]
         assert whois.stats()["misses"] == 1 and whois.stats()["coalesced"] == 49
 
         clock.advance(WHOIS_TTL - 1)
@@ -106,7 +106,7 @@ def dns(dns: DnsServer) -> DnsServer:
 async def test_dns_answers_live_no_longer_than_their_ttl(dns_settings: Settings, dns: DnsServer) -> None:
     clock = FakeClock()
     async with running_app(dns_settings, clock=clock) as client:
-        cache = client.app.state.intel.caches["dns"]  # type: ignore[attr-defined]
+        cache = client.app.state.intel.caches["dns"]
         short = await client.get("/dns/short.example")
         await client.get("/dns/long.example")
         assert short.json()["data"]["records"][0]["ttl"] == 30
@@ -127,7 +127,7 @@ async def test_dns_answers_live_no_longer_than_their_ttl(dns_settings: Settings,
 
 async def test_dns_cache_keys_are_canonical_and_per_type(dns_settings: Settings, dns: DnsServer) -> None:
     async with running_app(dns_settings, clock=FakeClock()) as client:
-        cache = client.app.state.intel.caches["dns"]  # type: ignore[attr-defined]
+        cache = client.app.state.intel.caches["dns"]
         for url in ("/dns/mail.example?type=MX", "/dns/MAIL.example.?type=mx", "/dns/mail.example?type=A"):
             assert (await client.get(url)).status_code == 200
         assert cache.stats()["misses"] == 2 and cache.stats()["hits"] == 1
@@ -154,7 +154,7 @@ async def test_nxdomain_is_cached_five_minutes(dns_settings: Settings, dns: DnsS
 
 async def test_servfail_is_not_cached(dns_settings: Settings, dns: DnsServer) -> None:
     async with running_app(dns_settings, clock=FakeClock()) as client:
-        cache = client.app.state.intel.caches["dns"]  # type: ignore[attr-defined]
+        cache = client.app.state.intel.caches["dns"]
         for _ in range(2):
             assert (await client.get("/dns/broken.example")).status_code == 502
         assert cache.stats()["misses"] == 2 and len(cache) == 0
@@ -163,7 +163,7 @@ async def test_servfail_is_not_cached(dns_settings: Settings, dns: DnsServer) ->
 async def test_reverse_dns_is_cached_within_its_ttl(dns_settings: Settings, dns: DnsServer) -> None:
     clock = FakeClock()
     async with running_app(dns_settings, clock=clock) as client:
-        cache = client.app.state.intel.caches["dns"]  # type: ignore[attr-defined]
+        cache = client.app.state.intel.caches["dns"]
         first = await client.get("/dns/8.8.8.8/reverse")
         assert first.json()["data"]["records"][0]["data"].rstrip(".") == "dns.google"
         clock.advance(119)
@@ -175,7 +175,7 @@ async def test_reverse_dns_is_cached_within_its_ttl(dns_settings: Settings, dns:
 
 async def test_rest_and_mcp_share_the_dns_cache(dns_settings: Settings, dns: DnsServer) -> None:
     async with running_app(dns_settings, clock=FakeClock()) as client:
-        cache = client.app.state.intel.caches["dns"]  # type: ignore[attr-defined]
+        cache = client.app.state.intel.caches["dns"]
         rest = await client.get("/dns/short.example")
         result = await call_tool(client, "lookup_dns", {"domain": "short.example"})
         assert result["structuredContent"] == rest.json()["data"]
@@ -189,7 +189,7 @@ async def test_unavailable_blacklist_verdict_is_not_cached(settings: Settings) -
     # The test settings point DNS and the reputation API at closed ports: every source is unavailable.
     settings = settings.replace(dnsbl_zones=("zen.spamhaus.org",), blacklist_deadline=0.5, dns_timeout=0.2)
     async with running_app(settings, clock=FakeClock()) as client:
-        cache = client.app.state.intel.caches["blacklist"]  # type: ignore[attr-defined]
+        cache = client.app.state.intel.caches["blacklist"]
         for _ in range(2):
             data = (await client.get("/blacklist/8.8.8.8")).json()["data"]
             assert data["status"] == "unknown"
@@ -221,7 +221,7 @@ async def test_definitive_blacklist_verdict_is_cached_one_hour(
 async def test_vpn_verdicts_live_in_the_geoip_cache_beside_the_records(settings: Settings) -> None:
     clock = FakeClock()
     async with running_app(settings, clock=clock) as client:
-        intel = client.app.state.intel  # type: ignore[attr-defined]
+        intel = client.app.state.intel
         geoip = intel.caches["geoip"]
         record = await client.get("/ip/8.8.8.8")
         verdict = await client.get("/ip/8.8.8.8/vpn")

@@ -32,7 +32,8 @@ def test_invariants(text: str) -> None:
     ip = ipaddress.ip_address
     network, first, last = ip(result["network"]), ip(result["firstHost"]), ip(result["lastHost"])
     top = ip(result["broadcast"]) if result["broadcast"] else network + (result["totalHosts"] - 1)
-    assert network <= first <= last <= top
+    assert network.version == first.version == last.version == top.version
+    assert int(network) <= int(first) <= int(last) <= int(top)
     assert result["totalHosts"] == 2 ** ((32 if network.version == 4 else 128) - result["prefixLength"])
     assert 1 <= result["usableHosts"] <= result["totalHosts"]
     assert int(last) - int(first) + 1 == result["usableHosts"]

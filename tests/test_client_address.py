@@ -194,7 +194,7 @@ async def test_limiter_and_own_address_agree(settings: Settings) -> None:
         rate_limits={"general": 2, "dns": 30, "registry": 10},
     )
     async with running_app(trusting, client=("203.0.113.7", 4000), clock=FakeClock()) as client:
-        limiter = client.app.state.limiter  # type: ignore[attr-defined]
+        limiter = client.app.state.limiter
         for _ in range(2):
             response = await client.get("/ip", headers={"X-Forwarded-For": "8.8.8.8"})
             assert response.json()["data"]["ip"] == "8.8.8.8"
@@ -207,7 +207,7 @@ async def test_limiter_and_own_address_agree(settings: Settings) -> None:
 
 async def test_unknown_peer_is_an_error_not_a_crash(settings: Settings) -> None:
     async with running_app(settings) as client:
-        app = client.app  # type: ignore[attr-defined]
+        app = client.app
         transport = httpx.ASGITransport(app=app, client=("not-an-ip", 1))
         async with httpx.AsyncClient(transport=transport, base_url="http://ipintel.test") as other:
             response = await other.get("/ip")

@@ -147,7 +147,7 @@ async def test_a_failed_name_lookup_keeps_the_number(dns: DnsServer, resolver: R
 
     started = time.perf_counter()
     assert await source.lookup(ip("4.2.2.2")) == AsnInfo(3356, None)
-    assert time.perf_counter() - started < 1.5
+    assert time.perf_counter() - started < 10  # a bound on a hang, not a measurement: the 0.2 s timeout ended it
 
 
 async def test_entries_expire_after_a_day(dns: DnsServer, resolver: Resolver) -> None:
@@ -204,7 +204,7 @@ async def test_geoip_succeeds_with_null_asn_fields_when_cymru_fails(
     data = response.json()["data"]
     assert (data["asn"], data["org"], data["isp"]) == (None, None, None)
     assert data["city"] == "Mountain View"
-    assert time.perf_counter() - started < 1.5
+    assert time.perf_counter() - started < 10  # a bound on a hang: the 0.3 s DNS timeout ended the lookup
 
 
 # Cymru's TXT strings are input from the network: no text may make parsing raise.
@@ -224,7 +224,7 @@ def test_parsing_never_raises(texts: list[str]) -> None:
     assert org is None or (org.strip() == org and org)
 
 
-async def test_record_without_asn_is_kept_only_five_minutes(settings) -> None:  # type: ignore[no-untyped-def]
+async def test_record_without_asn_is_kept_only_five_minutes(settings) -> None:
     """A GeoIP record whose ASN lookup failed must not pin null ASN fields for 24 h."""
     clock = FakeClock()
     with DnsServer() as dns:

@@ -34,7 +34,7 @@ def rendered_operations(dom: Dom) -> set[tuple[str, str]]:
 
 
 @pytest.fixture
-def server(city_db: Path, asn_db: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+def server(city_db: Path, asn_db: Path, tmp_path: Path):
     require_chromium()  # before starting anything
     env = {
         "IPINTEL_GEOIP_CITY_DB": str(city_db),
@@ -51,7 +51,7 @@ def server(city_db: Path, asn_db: Path, tmp_path: Path):  # type: ignore[no-unty
         yield client
 
 
-def test_docs_renders_every_operation_in_chromium(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_docs_renders_every_operation_in_chromium(server, tmp_path: Path) -> None:
     document = server.get("/openapi.json").json()
     assert document["openapi"].startswith("3.1")
     expected = {

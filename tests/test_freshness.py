@@ -73,7 +73,7 @@ async def test_metrics_give_build_date_age_and_staleness(settings: Settings, old
 
 async def test_the_page_footer_shows_the_datas_date(settings: Settings, old_city: Path) -> None:
     async with running_app(settings.replace(geoip_city_db=old_city)) as client:
-        transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+        transport = httpx.ASGITransport(app=client.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://ipintel.test") as browser:  # HTML
             page = await browser.get("/", headers={"Accept": "text/html"})
             again = await browser.get("/", headers={"Accept": "text/html", "If-None-Match": page.headers["etag"]})

@@ -93,7 +93,7 @@ BATCH_BODIES = st.fixed_dictionaries(
     {"ips": st.lists(st.sampled_from([*IPS, "::ffff:8.8.8.8", ""]), max_size=6)},
     optional={"include": st.lists(st.sampled_from(PARTS), min_size=1, max_size=5)},
 )
-TOOL_ARGUMENTS = [
+TOOL_ARGUMENTS: list[tuple[str, dict[str, st.SearchStrategy[Any]]]] = [
     ("lookup_ip", {"ip": st.sampled_from(IPS)}),
     ("lookup_ip", {}),
     ("whois_ip", {"ip": st.sampled_from(IPS)}),
@@ -240,7 +240,7 @@ def _checker(cases: st.SearchStrategy[Any], url: str, examples: int, skip: list[
     return check
 
 
-def start(net: FakeInternet, city_db: Path, asn_db: Path, data_dir: Path, **extra: str):  # type: ignore[no-untyped-def]
+def start(net: FakeInternet, city_db: Path, asn_db: Path, data_dir: Path, **extra: str):
     env = {
         **net.env,
         "IPINTEL_GEOIP_CITY_DB": str(city_db),
@@ -262,12 +262,12 @@ def fuzz_server(
 
 
 @pytest.fixture(scope="module")
-def api_schema(fuzz_server: tuple[str, Popen]):  # type: ignore[no-untyped-def]
+def api_schema(fuzz_server: tuple[str, Popen]):
     url, _proc = fuzz_server
     return schemathesis.openapi.from_url(f"{url}/openapi.json")
 
 
-def test_valid_requests_keep_the_contract(api_schema, fuzz_server: tuple[str, Popen]) -> None:  # type: ignore[no-untyped-def]
+def test_valid_requests_keep_the_contract(api_schema, fuzz_server: tuple[str, Popen]) -> None:
     url, proc = fuzz_server
     statuses = fuzz(api_schema, url)
     assert proc.poll() is None, "the server died"
@@ -277,7 +277,7 @@ def test_valid_requests_keep_the_contract(api_schema, fuzz_server: tuple[str, Po
     print(f"valid: {statuses.total()} cases, statuses {dict(sorted(statuses.items()))}")
 
 
-def test_invalid_requests_are_refused_as_documented(api_schema, fuzz_server: tuple[str, Popen]) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_requests_are_refused_as_documented(api_schema, fuzz_server: tuple[str, Popen]) -> None:
     url, proc = fuzz_server
     statuses = fuzz(api_schema, url, mode=GenerationMode.NEGATIVE)
     assert proc.poll() is None, "the server died"
@@ -331,7 +331,7 @@ def test_rate_limited_answers_keep_the_contract(net: FakeInternet, city_db: Path
     print(f"rate limited: {statuses.total()} cases, statuses {dict(sorted(statuses.items()))}")
 
 
-def test_what_fuzzing_found_stays_fixed(api_schema, fuzz_server: tuple[str, Popen]) -> None:  # type: ignore[no-untyped-def]
+def test_what_fuzzing_found_stays_fixed(api_schema, fuzz_server: tuple[str, Popen]) -> None:
     """`make fuzz` found `/dns/example.com?type=` answered 200 (as A, by design) while the
     document's enum refused "", and the enum listed upper case only while the route accepts
     any case: the document now allows both. Every type the route answers with 200 must be

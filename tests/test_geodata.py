@@ -117,7 +117,8 @@ class Upstream:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # Polled every 50 ms: shutdown() waits for the next poll (0.5 s by default, at every test's teardown).
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def options(self) -> Options:
         return Options(dbip_url=f"{self.url}/free", npm_registry=f"{self.url}/npm", timeout=5)
@@ -221,8 +222,8 @@ def test_without_dbip_the_npm_registry_gives_both_databases(tmp_path: Path, upst
             "autonomous_system_number": 15169,
             "autonomous_system_organization": "Google LLC",
         }
-        assert reader.get("1.0.0.1")["autonomous_system_organization"] == "Cloudflare, Inc."  # type: ignore[index]
-        assert reader.get("2001:4860:4801::1")["autonomous_system_number"] == 15169  # type: ignore[index]
+        assert reader.get("1.0.0.1")["autonomous_system_organization"] == "Cloudflare, Inc."  # type: ignore[call-overload,index]
+        assert reader.get("2001:4860:4801::1")["autonomous_system_number"] == 15169  # type: ignore[call-overload,index]
         assert reader.get("9.9.9.9") is None
         # The data's date, from the package version: 2026-06-17 19:00 UTC.
         assert reader.metadata().build_epoch == int(dt.datetime(2026, 6, 17, 19, tzinfo=dt.UTC).timestamp())

@@ -146,7 +146,7 @@ async def test_reload_swaps_database_in_place(settings: Settings, tmp_path: Path
         before = (await client.get("/ip/8.8.8.8")).json()["data"]
         write_city_db(tmp_path / "next.mmdb", {"8.8.8.0/24": city_record(country="DE", city="Berlin")})
         (tmp_path / "next.mmdb").replace(path)
-        reloaded = reload_changed(client.app.state.intel.databases)  # type: ignore[attr-defined]
+        reloaded = reload_changed(client.app.state.intel.databases)
         after = (await client.get("/ip/8.8.8.8")).json()["data"]
     assert before["country"] == "US"
     assert reloaded == ["city"]

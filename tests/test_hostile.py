@@ -325,7 +325,7 @@ def test_hostile_request_headers(hostile_server: tuple[httpx.Client, Popen, int]
     """An insane X-Request-Id is replaced, a forwarding-header flood from an untrusted peer is ignored."""
     client, _proc, _port = hostile_server
     for hostile in ("a" * 10_000, "<script>alert(1)</script>", "id with spaces", "é"):
-        response = client.get("/healthz", headers={"X-Request-Id": hostile.encode("utf-8")})
+        response = client.get("/healthz", headers={b"X-Request-Id": hostile.encode("utf-8")})
         request_id = response.headers["x-request-id"]
         assert request_id != hostile and len(request_id) <= 128 and request_id.isascii()
     flood = {"X-Forwarded-For": ", ".join(["1.2.3.4"] * 5_000), "Forwarded": "for=" + "x" * 10_000}

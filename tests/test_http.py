@@ -96,7 +96,7 @@ async def test_openapi_document_is_valid_and_complete(settings: Settings) -> Non
     document = response.json()
     validate(document)  # openapi-spec-validator: OpenAPI 3.1
     assert document["openapi"].startswith("3.1")
-    app = client.app  # type: ignore[attr-defined]
+    app = client.app
     from ipintel.app import ENDPOINTS
 
     for endpoint in ENDPOINTS:
@@ -124,7 +124,7 @@ async def test_docs_page_is_served_without_a_cdn(settings: Settings) -> None:
     assert missing_asset.json()["error"]["code"] == "not_found"
 
 
-def test_real_server_end_to_end(city_db) -> None:  # type: ignore[no-untyped-def]
+def test_real_server_end_to_end(city_db) -> None:
     """The real process: hypercorn, env settings, JSON logs with request ids."""
     env = {
         "IPINTEL_GEOIP_CITY_DB": str(city_db),

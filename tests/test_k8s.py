@@ -34,6 +34,8 @@ SCHEMAS = ROOT / "k8s/schemas"
 
 Doc = dict[str, Any]
 
+pytestmark = pytest.mark.k8s
+
 
 def load_script(name: str) -> ModuleType:
     """A script of scripts/ (no .py suffix) as a module."""
@@ -65,7 +67,7 @@ def find(docs: list[Doc], kind: str, name: str = "ipintel") -> Doc:
 
 
 def pod_spec(docs: list[Doc]) -> Doc:
-    return find(docs, "Deployment")["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+    return find(docs, "Deployment")["spec"]["template"]["spec"]
 
 
 def containers(spec: Doc) -> Iterator[Doc]:
@@ -316,7 +318,7 @@ class _Recording(dict[str, str]):
         super().__init__()
         self.asked: set[str] = set()
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         self.asked.add(key)
         return super().get(key, default)
 

@@ -338,7 +338,7 @@ async def test_a_refused_replacement_keeps_the_old_file(
         (tmp_path / "next.mmdb").write_bytes(new)
         (tmp_path / "next.mmdb").replace(path)
         with caplog.at_level(logging.ERROR, logger="ipintel.mmdb"):
-            assert reload_changed(client.app.state.intel.databases) == []  # type: ignore[attr-defined]
+            assert reload_changed(client.app.state.intel.databases) == []
         answer = await client.get("/ip/8.8.8.8")
         ready = await client.get("/readyz")
     assert answer.status_code == 200 and answer.json()["data"]["country"] == "US"
@@ -364,7 +364,7 @@ async def test_default_files_only_those_present_and_one_appearing_later(settings
         v6_before = await client.get("/ip/2001:4860:4860::8888")
         os.symlink(ip_location_db("dbip-country-ipv6"), data_dir / "dbip-city-lite-ipv6.mmdb")
         os.symlink(maxmind("GeoLite2-ASN-Test"), data_dir / "dbip-asn-lite.mmdb")
-        assert sorted(reload_changed(client.app.state.intel.databases)) == ["asn", "city"]  # type: ignore[attr-defined]
+        assert sorted(reload_changed(client.app.state.intel.databases)) == ["asn", "city"]
         v6_after = await client.get("/ip/2001:4860:4860::8888")
         as_after = await client.get("/ip/1.128.0.1")
     checks = ready.json()["data"]["checks"]

@@ -138,7 +138,7 @@ async def test_a_broken_replacement_keeps_the_old_database_until_a_good_one_arri
                 await asyncio.sleep(0.05)
             return predicate()
 
-        watcher = client.app.state.db_watcher  # type: ignore[attr-defined]
+        watcher = client.app.state.db_watcher
         assert await city_now() == "Mountain View"
 
         broken = city.with_name("broken.mmdb")

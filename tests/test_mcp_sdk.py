@@ -237,9 +237,9 @@ async def test_sdk_client_profiles_an_address_and_a_mixed_batch(mcp_server: tupl
         batch = await client.call_tool("lookup_ips", {"ips": MIXED_IPS, "include": ["geo", "whois"]})
     for name, result in (("profile_ip", profile), ("lookup_ips", batch)):
         assert result.is_error is False, (name, result.content)
-        Draft202012Validator(tools[name].output_schema, format_checker=FormatChecker()).validate(
-            result.structured_content
-        )
+        schema = tools[name].output_schema
+        assert schema is not None, name
+        Draft202012Validator(schema, format_checker=FormatChecker()).validate(result.structured_content)
 
     data = profile.structured_content
     assert data is not None and list(data) == ["ip", "geo", "vpn", "whois", "blacklist", "ptr"]

@@ -51,7 +51,7 @@ def run_client(node: str, url: str, mode: str, calls: list[dict[str, Any]]) -> d
     assert done.returncode == 0 and done.stdout.strip(), (
         f"{SCRIPT.name} {mode}: exit {done.returncode}\nstdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-3000:]}"
     )
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    return json.loads(done.stdout)
 
 
 def show_wire(out: dict[str, Any]) -> str:

@@ -11,7 +11,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import ipintel
-from ipintel.settings import FEED_NAMES, Settings
+from ipintel.infra.feed_catalogue import FEED_NAMES
+from ipintel.settings import Settings
 from tests.support.app import running_app
 from tests.support.dns_server import DnsServer
 from tests.support.dnsbl import answers_everything, healthy_list
@@ -148,7 +149,8 @@ async def test_database_build_dates_and_feed_states(settings: Settings, city_db:
         assert value(samples, "ipintel_geoip_database_build_timestamp_seconds", **file) == built
         assert value(samples, "ipintel_geoip_database_loaded", **file) == 1
         # Written by the test just now: seconds old, far from its max age (GeoLite2: 7 days), so not stale.
-        assert 0 <= value(samples, "ipintel_geoip_database_age_seconds", **file) < 3600
+        age = value(samples, "ipintel_geoip_database_age_seconds", **file)
+        assert age is not None and 0 <= age < 3600
         assert value(samples, "ipintel_geoip_database_max_age_seconds", **file) == 7 * 86_400
         assert value(samples, "ipintel_geoip_database_stale", **file) == 0
     states = series(samples, "ipintel_feed_status")
@@ -205,7 +207,7 @@ async def test_dnsbl_self_test_verdicts(settings: Settings, dns: DnsServer) -> N
     answers_everything(dns, "dead.example", "127.0.0.2")  # lists even 127.0.0.1: fails RFC 5782
     zones = ("good.example", "dead.example")
     async with running_app(settings.replace(dns_servers=dns.servers, dnsbl_zones=zones)) as client:
-        intel = client.app.state.intel  # type: ignore[attr-defined]
+        intel = client.app.state.intel
         async with asyncio.timeout(10):
             while any(intel.dnsbl_tests.state(zone) is None for zone in intel.dnsbl_zones):  # noqa: ASYNC110
                 await asyncio.sleep(0.02)

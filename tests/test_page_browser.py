@@ -1,4 +1,4 @@
-"""The page at / (README, "The page"; issue 18): in headless Chromium against the real server process and the
+"""The page at / (docs/API.md#the-page--get--in-a-browser; issue 18): in headless Chromium against the real server process and the
 local fake internet, and its headers and negotiation through ASGI.
 
 The browser tests need Chromium (Debian's ``chromium`` package): skipped without it, except under CI=true (see

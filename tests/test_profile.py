@@ -142,16 +142,15 @@ async def process_client(base_url: str) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-@pytest.fixture(params=["asgi", "process"])
-async def client(
-    request: pytest.FixtureRequest, net_settings: Settings, server: str
-) -> AsyncIterator[httpx.AsyncClient]:
+# The server is asked for by the process case alone, so that the ASGI case is a unit test (tests/support/kinds.py).
+@pytest.fixture(params=["asgi", pytest.param("process", marks=pytest.mark.process)])
+async def client(request: pytest.FixtureRequest, net_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """The ASGI app (fresh caches) or the module's server process (caches shared by the module's tests)."""
     if request.param == "asgi":
         async with running_app(net_settings) as asgi:
             yield asgi
     else:
-        async with process_client(server) as process:
+        async with process_client(request.getfixturevalue("server")) as process:
             yield process
 
 
@@ -221,7 +220,7 @@ async def test_a_profile_on_the_real_server_shares_the_routes_caches(net: FakeIn
     assert rdap_hits(net, "arin", ip) == 1, "the whois route answered from the profile's cache entry"
     assert {part: without_ttl(data[part]) for part in PARTS} == {part: without_ttl(singles[part]) for part in PARTS}
     assert all("error" not in data[part] for part in PARTS), data
-    assert elapsed < 5
+    assert elapsed < 20  # a bound on a hang, not a measurement (each part answered: no timeout was waited for)
 
 
 async def test_a_listed_address_is_listed_in_its_profile(client: httpx.AsyncClient) -> None:
@@ -232,17 +231,22 @@ async def test_a_listed_address_is_listed_in_its_profile(client: httpx.AsyncClie
 
 
 async def test_the_parts_are_asked_at_once(net: FakeInternet, net_settings: Settings) -> None:
-    """Every upstream 0.3 s late: the profile costs about the slowest part, not the sum of the parts."""
+    """The registry and the reputation source 1 s late, DNS 0.2 s: the profile costs about the slowest part, not
+    the sum of the parts. One after another, whois and blacklist alone would take 2 s: under 2 s they overlapped,
+    however loaded the machine (the timeouts raised well past the delays; DNS cannot wait longer than its 0.25 s
+    first try)."""
     ip = arin_address(net)
-    set_rdap(net, "arin", ip, Reply.json(ARIN_NETWORK, delay=0.3))
+    set_rdap(net, "arin", ip, Reply.json(ARIN_NETWORK, delay=1.0))
+    net.reputation_slow(1.0)
     net.dns_slow(0.2)
-    async with running_app(net_settings) as client:
+    patient = net_settings.replace(upstream_timeout=5.0, blacklist_deadline=5.0)
+    async with running_app(patient) as client:
         await client.get("/whois/3.0.0.1")  # the bootstrap files, fetched once per process
         started = time.perf_counter()
         data = await profile(client, ip)
         elapsed = time.perf_counter() - started
     assert all("error" not in data[part] for part in PARTS), data
-    assert elapsed < 0.9, f"{elapsed:.2f} s: the parts were not asked concurrently"
+    assert elapsed < 2.0, f"{elapsed:.2f} s: the parts were not asked concurrently"
 
 
 # Each part failing alone -------------------------------------------------------------------------------------------
@@ -466,7 +470,7 @@ async def test_a_thousand_addresses_pass_and_the_next_is_refused(client: httpx.A
     elapsed = time.perf_counter() - started
     assert [entry["ip"] for entry in results] == ips
     assert all("data" in entry for entry in results)
-    assert elapsed < 20
+    assert elapsed < 60  # a bound on something serial or quadratic, not a measurement
 
     response = await client.post("/ip/batch", json={"ips": [*ips, "8.8.8.8"]})
     assert response.status_code == 400
@@ -734,8 +738,9 @@ async def test_at_most_two_lookups_go_to_one_registry_at_once(whois_settings: Se
         entries = await batch(client, given, ["whois"])
         elapsed = time.perf_counter() - started
     assert all("error" not in e["data"]["whois"] for e in entries), entries
-    assert rdap.peak_at["arin"] == 2 and rdap.peak_at["ripe"] == 2, rdap.peak_at
-    assert 0.35 < elapsed < 3, f"{elapsed:.2f} s for 8 lookups of 0.1 s, two at a time, per registry"
+    assert rdap.peak_at["arin"] == 2 and rdap.peak_at["ripe"] == 2, rdap.peak_at  # two at once, never more
+    # Not faster than four rounds of two (a loaded machine only adds); the upper bound is on a hang.
+    assert 0.35 < elapsed < 30, f"{elapsed:.2f} s for 8 lookups of 0.1 s, two at a time, per registry"
 
 
 async def test_single_routes_are_not_held_back_by_a_batch_gate(whois_settings: Settings, rdap: RdapServer) -> None:

@@ -307,13 +307,13 @@ async def test_exhausted_scope_answers_429_with_retry_after_then_recovers(settin
         assert (await client.get("/ip/8.8.8.8")).headers["retry-after"] == "1"
         clock.advance(1)
         assert (await client.get("/ip/8.8.8.8")).status_code == 200
-        limiter = client.app.state.limiter  # type: ignore[attr-defined]
+        limiter = client.app.state.limiter
         assert limiter.rejections["general"] == 2
 
 
 async def test_ipv6_clients_in_one_slash_64_share_a_bucket(settings: Settings) -> None:
     async with running_app(limited(settings, general=2), client=("2001:4860:1:2::1", 1), clock=FakeClock()) as first:
-        app = first.app  # type: ignore[attr-defined]
+        app = first.app
 
         def peer(address: str) -> httpx.AsyncClient:
             return httpx.AsyncClient(
@@ -362,7 +362,7 @@ async def test_mcp_rate_limit_answer_is_json_rpc(settings: Settings) -> None:
 async def test_limits_off_no_headers_and_caller_still_resolved(settings: Settings) -> None:
     assert settings.rate_limits is None
     async with running_app(settings, client=("8.8.8.8", 1)) as client:
-        assert client.app.state.limiter is None  # type: ignore[attr-defined]
+        assert client.app.state.limiter is None
         responses = [await client.get("/ip") for _ in range(100)]
     assert all(r.status_code == 200 and r.json()["data"]["ip"] == "8.8.8.8" for r in responses)
     assert all("ratelimit-limit" not in r.headers for r in responses)
@@ -416,7 +416,7 @@ async def test_registry_scope_through_the_app_whois_and_blacklist_share_it(setti
         assert (await client.get("/ip/8.8.8.8")).status_code == 200  # the general scope is untouched
         clock.advance(6)
         assert (await client.get("/whois/8.8.8.8")).status_code != 429
-        assert client.app.state.limiter.stats()["registry"]["rejections"] == 2  # type: ignore[attr-defined]
+        assert client.app.state.limiter.stats()["registry"]["rejections"] == 2
 
 
 def test_the_remembered_scopes_of_paths_are_bounded_and_right() -> None:

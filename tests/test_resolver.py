@@ -98,15 +98,17 @@ async def test_servfail_and_refused_carry_the_rcode(dns: DnsServer, resolver: Re
     assert refused.value.rcode == "REFUSED"
 
 
-async def test_a_silent_server_times_out_at_the_deadline(dns: DnsServer, resolver: Resolver) -> None:
+async def test_a_silent_server_times_out_at_the_deadline(dns: DnsServer) -> None:
     dns.blackhole("silent.test")
 
-    started = time.perf_counter()
-    with pytest.raises(QueryTimeout):
-        await resolver.query("silent.test", "A", timeout=0.3)
-    elapsed = time.perf_counter() - started
+    async with Resolver(dns.servers, timeout=10.0) as resolver:
+        started = time.perf_counter()
+        with pytest.raises(QueryTimeout):
+            await resolver.query("silent.test", "A", timeout=0.3)
+        elapsed = time.perf_counter() - started
 
-    assert 0.25 < elapsed < 1.0
+    # Not before the call's deadline; and before the resolver's own 10 s (a loaded machine only adds).
+    assert 0.25 < elapsed < 10.0
 
 
 async def test_a_slow_but_live_server_gets_the_whole_deadline(dns: DnsServer, resolver: Resolver) -> None:
@@ -126,16 +128,16 @@ async def test_a_slow_but_live_server_gets_the_whole_deadline(dns: DnsServer, re
 
 async def test_nothing_listening_is_a_fast_server_failure() -> None:
     port = free_udp_tcp_port()
-    async with Resolver((("127.0.0.1", port),), timeout=2.0) as resolver:
+    async with Resolver((("127.0.0.1", port),), timeout=10.0) as resolver:
         started = time.perf_counter()
         with pytest.raises(ServerFailure) as failure:
             await resolver.query("example.com", "A")
     assert failure.value.rcode == "CONNREFUSED"
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 10.0  # before the timeout could have ended it
 
 
 async def test_concurrent_queries_are_answered_concurrently(dns: DnsServer, resolver: Resolver) -> None:
-    dns.delay = 0.2
+    dns.delay = 0.1  # well under c-ares's first try (250 ms), even on a loaded machine: else asked again
     dns.hook(lambda name, qtype: Answer.a(name, "127.0.0.2", ttl=0) if name.endswith(".bl.test") else None)
 
     started = time.perf_counter()
@@ -144,7 +146,7 @@ async def test_concurrent_queries_are_answered_concurrently(dns: DnsServer, reso
 
     assert all([r.data for r in result] == ["127.0.0.2"] for result in results)
     assert dns.count("bl.test", suffix=True) == 40
-    assert elapsed < 0.2 * 40 / 4  # far from serial; generous for a loaded machine
+    assert elapsed < 0.1 * 40 / 2  # about 0.1 s; one after another would take 4 s: half that cannot be reached
 
 
 async def test_every_query_is_counted_by_outcome(dns: DnsServer, resolver: Resolver) -> None:

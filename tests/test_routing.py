@@ -33,7 +33,7 @@ def _routes() -> list[BaseRoute]:
     """The service's own route templates, in its order, plus the shapes the index
     must leave to every request: a parameter first, a mount, overlapping templates."""
 
-    async def mounted(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+    async def mounted(scope, receive, send) -> None:
         await PlainTextResponse(f"mount {scope['path']}")(scope, receive, send)
 
     templates = [r.path for r in create_app().router.routes if isinstance(r, Route)]

@@ -233,7 +233,9 @@ async def test_a_frozen_redis_costs_one_timeout_then_nothing_and_is_used_again(
             answers = [await client.get("/whois/3.3.3.3") for _ in range(11)]
             elapsed = time.perf_counter() - started
             assert all(r.status_code == 502 for r in answers[:10])  # the registry is unreachable here
-            assert elapsed < 1.5, elapsed  # one 50 ms timeout, not eleven
+            # One 50 ms timeout, not eleven: counted, not timed (the time bound is on a hang).
+            assert metric((await client.get("/metrics")).text, "ipintel_redis_failures_total") == 1
+            assert elapsed < 10, elapsed
             # The in-process bucket stands in, at the full limit.
             assert [int(r.headers["ratelimit-remaining"]) for r in answers] == [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0]
             assert answers[10].status_code == 429
@@ -266,7 +268,7 @@ def test_redis_settings() -> None:
 
 async def test_without_the_setting_the_limiter_stays_in_process(settings: Settings) -> None:
     async with running_app(settings.replace(rate_limits={Quota.GENERAL: 60})) as client:
-        app = client.app  # type: ignore[attr-defined]
+        app = client.app
         assert isinstance(app.state.limiter, RateLimiter) and app.state.intel.shared is None
         assert "redis" not in (await client.get("/readyz")).json()["data"]["checks"]
 
@@ -387,7 +389,7 @@ def test_a_healthy_redis_stays_in_use_when_the_loop_is_delayed_by_100_ms(
         for client in clients:  # the registry's answer in each process's cache: the requests below ask nobody
             assert client.get(f"/whois/{ARIN_IP}").status_code == 200
             # Three processes starting at once on two cores may miss a ping: Redis is in use again within 2 s.
-            assert wait_for(lambda c=client: c.get("/readyz").json()["data"]["checks"]["redis"]["status"] == "ok")
+            assert wait_for(lambda c=client: c.get("/readyz").json()["data"]["checks"]["redis"]["status"] == "ok")  # type: ignore[misc]
         before = [
             (metric(text, "ipintel_redis_failures_total"), metric(text, "ipintel_redis_bypassed_total"))
             for text in (client.get("/metrics").text for client in clients)

@@ -117,7 +117,7 @@ async def test_a_batchs_paid_parts_ask_no_more_than_their_tokens(
             results = (await call_tool(client, "lookup_ips", body))["structuredContent"]["results"]
         else:
             results = (await client.post("/ip/batch", json=body)).json()["data"]["results"]
-        limiter = client.app.state.limiter  # type: ignore[attr-defined]
+        limiter = client.app.state.limiter
     codes = [entry["data"]["ptr"].get("error", {}).get("code") for entry in results]
     assert codes.count(None) == 5 and codes.count("rate_limited") == 25
     assert queries(dns) == {"cymru": 0, "ptr": 5, "all": 5}

@@ -207,7 +207,7 @@ async def test_every_source_down_still_answers_with_low_confidence(settings: Set
         geoip_connection_db=tmp_path / "absent-connection.mmdb",
     )
     async with running_app(down) as http:
-        intel = http.app.state.intel  # type: ignore[attr-defined]
+        intel = http.app.state.intel
         async with asyncio.timeout(10):  # every download fails fast; wait until each has been tried
             while any(state.failures == 0 for state in intel.feeds.feeds.values()):  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
@@ -232,7 +232,7 @@ async def test_restart_without_network_reuses_the_snapshots(world: Settings, fee
     async with running_app(world) as http:
         await wait_for_feeds(http, "ok")  # from the snapshots, without a single download
         after = [await vpn(http, a) for a in addresses]
-        intel = http.app.state.intel  # type: ignore[attr-defined]
+        intel = http.app.state.intel
         assert all(state.fetched_at is not None for state in intel.feeds.feeds.values())
     assert after == before
     assert after[0]["confidence"] == "high" and after[3]["confidence"] == "medium"
@@ -249,7 +249,7 @@ async def test_a_stale_feed_lowers_a_negative_verdict(world: Settings) -> None:
     snapshot.write_text("\n".join([lines[0], "# " + json.dumps(meta), *lines[2:]]) + "\n")
 
     async with running_app(world.replace(feeds_enabled=False)) as http:
-        intel = http.app.state.intel  # type: ignore[attr-defined]
+        intel = http.app.state.intel
         await asyncio.wait_for(intel.feeds.snapshots_loaded.wait(), 10)
         assert intel.feed_health()["tor"]["status"] == "stale"
         assert (await vpn(http, RESIDENTIAL))["confidence"] == "low"
@@ -259,7 +259,7 @@ async def test_a_stale_feed_lowers_a_negative_verdict(world: Settings) -> None:
 async def test_a_disabled_feed_does_not_lower_confidence(world: Settings) -> None:
     urls = {**world.feed_urls, "oracle": None}
     async with running_app(world.replace(feed_urls=urls)) as http:
-        intel = http.app.state.intel  # type: ignore[attr-defined]
+        intel = http.app.state.intel
         async with asyncio.timeout(20):
             while not intel.feeds.complete():  # noqa: ASYNC110
                 await asyncio.sleep(0.02)

@@ -217,7 +217,8 @@ def test_azure_download_link_is_found_on_the_page() -> None:
     page = f.azure_download_page(
         "https://download.microsoft.com/download/7/1/d/71d86715-5596-4529-9b13-da13a5de5b63/ServiceTags_Public_20240101.json"
     )
-    assert formats.azure_download_link(page).endswith("ServiceTags_Public_20240101.json")
+    link = formats.azure_download_link(page)
+    assert link is not None and link.endswith("ServiceTags_Public_20240101.json")
     assert formats.azure_download_link(b"<html>nothing here</html>") is None
 
 

@@ -220,7 +220,8 @@ async def test_a_slow_registry_is_a_timeout_near_the_configured_limit(
         elapsed = time.perf_counter() - started
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "upstream_timeout"
-    assert limit * 0.9 <= elapsed < limit + 1.0
+    # Not before the limit; and before the registry's 5 s answer could have come (a loaded machine only adds).
+    assert limit * 0.9 <= elapsed < 5.0
 
 
 async def test_non_global_and_invalid_addresses_never_reach_a_registry(
@@ -333,7 +334,7 @@ async def test_upstream_statistics_name_rdap_and_bootstrap(whois_settings: Setti
     rdap.set(rdap.ip_path("arin", "23.45.67.89"), Reply.json(rdap_fixture("arin_v4_2024")))
     async with running_app(whois_settings) as client:
         await client.get("/whois/23.45.67.89")
-        calls = client.app.state.intel.upstream_stats.calls  # type: ignore[attr-defined]
+        calls = client.app.state.intel.upstream_stats.calls
     assert calls[("rdap-bootstrap", "ok")] == 1
     assert calls[("rdap", "ok")] == 1
 

@@ -1,4 +1,4 @@
-"""Several serving processes on one port (``IPINTEL_WORKERS``; ipintel/supervisor.py, README "Scaling").
+"""Several serving processes on one port (``IPINTEL_WORKERS``; ipintel/supervisor.py, docs/DEPLOYMENT.md#scaling-one-process-one-machine-a-fleet).
 
 Run on the real server: the supervisor, its workers and the signals between
 them are processes, not an ASGI app. Which worker answered a connection is

@@ -1,4 +1,4 @@
-"""Everything about an address in one call, and many addresses in one request (docs/API.md#profile).
+"""Everything about an address in one call, and many addresses in one request (docs/API.md#profile-and-batch).
 
 A *profile* is what five capabilities answer about one address, each part
 exactly the ``data`` its own route answers (same schema, same caches): the

@@ -1,29 +1,8 @@
-"""In-process TTL caches with per-entry lifetimes and single flight (docs/API.md#caching).
-
-One :class:`Cache` per endpoint family (``geoip``, ``whois``, ``blacklist``,
-``dns``), all created by :func:`new_caches` and owned by
-:class:`~ipintel.service.Intel`, so the REST routes and the MCP tools share
-them. Each cache is a cachetools ``TLRUCache``: bounded in entries (least
-recently used evicted first) and with a lifetime chosen per entry, because
-the right lifetime often depends on the answer (a DNS answer lives no longer
-than its records' TTL; a blacklist verdict with an unavailable source is not
-cached at all).
-
-Single flight: while a key is being loaded, further callers for the same key
-wait for that one load instead of starting their own, so a burst of identical
-requests costs one upstream call. The load runs as its own task, shielded
-from the callers: a caller that gives up (client disconnect, timeout) does
-not cancel the load the others wait for. A failure reaches every waiter and
-is not cached, unless ``error_ttl`` says so (NXDOMAIN, RDAP 404).
-
+"""In-process TTL caches with per-entry lifetimes and single flight (docs/API.md#caching): one :class:`Cache`
+per endpoint family (``geoip``, ``whois``, ``blacklist``, ``dns``), made by :func:`new_caches` and owned by
+:class:`~ipintel.service.Intel`, so that the REST routes and the MCP tools share them; with
+``IPINTEL_REDIS_URL``, the caches of upstream answers have Redis behind them (:mod:`ipintel.infra.shared`).
 Cached values are shared between callers: treat them as read-only.
-
-Shared (``IPINTEL_REDIS_URL``, :mod:`ipintel.infra.shared`): the caches of upstream answers
-(:data:`SHARED_CACHE_NAMES`) have Redis behind them. A local miss asks Redis (one round trip, within its
-short timeout) before the upstream; a value or a negatively cached error found there is kept locally for
-the lifetime it has left. A load stores its result locally and in Redis, for the same lifetime; an error
-is stored only when ``error_ttl`` says so, as in process. Single flight stays per process. Redis down or
-slow: the local cache alone, as without Redis.
 """
 
 from __future__ import annotations
@@ -87,7 +66,10 @@ def _expiry(key: Hashable, entry: _Entry, now: float) -> float:
 
 
 class _CountingTLRU(TLRUCache[Hashable, _Entry]):
-    """TLRUCache that counts the entries pushed out for room (not those that expired)."""
+    """TLRUCache that counts the entries pushed out for room (not those that expired). Bounded in entries (least
+    recently used evicted first), with a lifetime chosen per entry: the right one often depends on the answer (a
+    DNS answer lives no longer than its records' TTL; a blacklist verdict with an unavailable source is not
+    cached at all)."""
 
     def __init__(self, maxsize: int, timer: Clock) -> None:
         super().__init__(maxsize, _expiry, timer=timer)
@@ -100,7 +82,8 @@ class _CountingTLRU(TLRUCache[Hashable, _Entry]):
 
 
 class Cache:
-    """A bounded TTL cache with single flight; see the module docstring."""
+    """A bounded TTL cache with single flight: while a key is being loaded, further callers for the same key wait
+    for that one load instead of starting their own, so a burst of identical requests costs one upstream call."""
 
     def __init__(
         self, name: str, *, max_entries: int, clock: Clock = time.monotonic, shared: SharedStore | None = None
@@ -109,7 +92,10 @@ class Cache:
             raise ValueError("a cache needs room for at least one entry")
         self.name = name
         self.clock = clock
-        self.shared = shared  # Redis behind the local entries (see the module docstring)
+        # Redis behind the local entries: a local miss asks it (one round trip, within its short timeout) before
+        # the upstream, and a load stores there too (_load). Single flight stays per process; Redis down or slow:
+        # the local cache alone, as without it.
+        self.shared = shared
         self.shared_hits = 0
         self._entries = _CountingTLRU(max_entries, clock)
         # At most one entry per key being loaded right now: bounded by the
@@ -153,7 +139,9 @@ class Cache:
             task.add_done_callback(lambda done: self._finished(key, done))
         else:
             self.coalesced += 1  # joins the load under way: no upstream call of its own
-        # shield: cancelling this caller must not cancel the load others share.
+        # The load runs as its own task, shielded: a caller that gives up (client disconnect, timeout) must not
+        # cancel the load the others wait for. A failure reaches every waiter and is not cached unless error_ttl
+        # says so (NXDOMAIN, RDAP 404).
         return await asyncio.shield(task)
 
     def peek(self, key: Hashable) -> Callable[[], Any] | None:
@@ -185,6 +173,7 @@ class Cache:
         self, key: Hashable, load: Callable[[], Awaitable[Any]], ttl: Lifetime, error_ttl: ErrorLifetime
     ) -> Any:
         if self.shared is not None:
+            # A value or a negatively cached error found in Redis is kept locally for the lifetime it has left.
             entry = await self._shared_entry(key)
             if entry is not None:
                 self.shared_hits += 1
@@ -201,7 +190,7 @@ class Cache:
                 await self._share(key, {"e": [error.code, error.message, dict(error.headers)]}, seconds)
             raise
         seconds = ttl(value) if callable(ttl) else ttl
-        if seconds is not None and seconds > 0:
+        if seconds is not None and seconds > 0:  # locally and in Redis, for the same lifetime
             self._store(key, _Entry(value, None, self.clock() + seconds))
             await self._share(key, {"v": value}, seconds)
         return value

@@ -1,16 +1,6 @@
-"""Address-range matching that stays fast with hundreds of thousands of prefixes.
-
-Feeds publish prefixes (``3.2.34.0/26``, ``2600:1f14::/35``); a verdict asks
-"which listed ranges hold this address?" for up to a dozen lists per request.
-A linear scan would cost milliseconds; a radix tree in pure Python costs a
-dict hop per bit. Instead each list becomes sorted, disjoint integer
-intervals per IP version, and a lookup is one :func:`bisect.bisect_right`
-(``O(log n)``, about a microsecond at 300k intervals).
-
-Ranges carry a tag (a feed says whether an entry was a single address or a
-whole prefix, for example). Overlapping ranges with different tags are split
-into elementary segments whose tag set is the union, so a lookup returns every
-tag that applies without looking at more than one interval.
+"""Address-range matching that stays fast with hundreds of thousands of prefixes: each list of published
+prefixes (``3.2.34.0/26``, ``2600:1f14::/35``) becomes sorted, disjoint integer intervals per IP version, each
+with a tag set, and a lookup is one :func:`bisect.bisect_right`.
 """
 
 from __future__ import annotations
@@ -64,7 +54,9 @@ def parse_prefix(text: str) -> tuple[int, int, int, int]:
 
 
 class RangeIndex(Generic[T]):
-    """Sorted disjoint intervals ``[start, end]`` of one IP version, each with a tag set.
+    """Sorted disjoint intervals ``[start, end]`` of one IP version, each with a tag set. A verdict asks up to a
+    dozen lists per request: a linear scan would cost milliseconds and a radix tree in pure Python a dict hop per
+    bit, where a bisect is ``O(log n)``, about a microsecond at 300k intervals.
 
     Immutable once built: a feed refresh builds a new index and swaps the
     reference, so lookups in flight never see a half-built one."""
@@ -89,6 +81,8 @@ class RangeIndex(Generic[T]):
             ((tag, spans),) = merged.items()
             only = frozenset((tag,))
             return cls([s for s, _ in spans], [e for _, e in spans], [only] * len(spans))
+        # Overlapping ranges with different tags (a feed's single address inside its prefix) are split into
+        # elementary segments tagged with the union: a lookup returns every tag that applies from one interval.
         return cls(*_sweep(merged))
 
     def lookup(self, value: int) -> frozenset[T]:

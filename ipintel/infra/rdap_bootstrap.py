@@ -1,20 +1,7 @@
-"""The IANA RDAP bootstrap registry (RFC 9224): which RDAP server answers for an address.
-
-IANA publishes ``ipv4.json`` and ``ipv6.json``, which list prefixes and the
-base URLs of the RDAP service responsible for them, and ``asn.json``, which
-lists ranges of AS numbers (``"1-1876"``, ``"3333"``) the same way. The files change a few
-times a year, so they are fetched when first needed, kept in memory and
-refreshed once a day - never per request (docs/API.md#registry-rdap):
-
-- concurrent first uses share one fetch (single flight), so a burst of
-  lookups after start does not hit IANA once per request;
-- a failed refresh keeps the last good copy and is retried after a pause,
-  so an IANA outage never breaks lookups that worked before it;
-- with no good copy at all, the fetch failure is the lookup's failure
-  (``upstream_error`` / ``upstream_timeout``), retried on the next lookup.
-
-Matching is longest-prefix: a more specific entry wins over a covering one.
-AS ranges do not overlap; a range overlapping an earlier one is skipped.
+"""The IANA RDAP bootstrap registry (RFC 9224): which RDAP server answers for an address (``ipv4.json``,
+``ipv6.json``: prefixes, longest match wins) or an AS number (``asn.json``: ranges). The files change a few times
+a year, so they are fetched when first needed, kept in memory and refreshed once a day, never per request
+(docs/API.md#registry-rdap).
 """
 
 from __future__ import annotations
@@ -252,6 +239,7 @@ class RdapBootstrap:
         if state.pending is None:
             state.pending = asyncio.create_task(self._refresh(state))
             state.pending.add_done_callback(_retrieve)
+        # Concurrent first uses share one fetch (single flight): a burst of lookups after start asks IANA once.
         # shield: a client that disconnects must not cancel the fetch others wait for.
         return await asyncio.shield(state.pending)
 
@@ -259,8 +247,9 @@ class RdapBootstrap:
         try:
             table = state.parse(await self._fetch(state.name))
         except (UpstreamError, UpstreamTimeout) as error:
-            if state.table is None:
+            if state.table is None:  # no good copy at all: the lookup fails, and the next one tries again
                 raise
+            # An IANA outage never breaks lookups that worked before it: the last good copy, retried after a pause.
             log.warning("RDAP bootstrap %s refresh failed, keeping the last good copy: %s", state.name, error)
             state.next_refresh = self.clock() + self.retry_after
             return state.table

@@ -1,30 +1,8 @@
-"""The one DNS resolver of the service: aiodns (c-ares) with a hard deadline per query.
-
-Every DNS query the service makes (``/dns``, reverse lookups, Team Cymru,
-DNSBLs, VPN heuristics) goes through :class:`Resolver`, so that timeouts,
-server selection and upstream statistics are decided once:
-
-- Servers come from settings (``IPINTEL_DNS_SERVERS``, ``host`` or
-  ``host:port``); without any, c-ares reads the system configuration
-  (``/etc/resolv.conf``).
-- Each query runs under its own :func:`asyncio.timeout`: when it passes,
-  the caller gets :class:`QueryTimeout` at once and a late answer is
-  discarded. c-ares cannot cancel one query (``ares_cancel`` cancels them
-  all), so its own retry schedule is fitted to the same deadline: 3 tries,
-  each twice as long as the one before, the first ``timeout / 7`` — the
-  tries end together with our deadline (a lost UDP packet is re-sent
-  twice before the caller gives up) and c-ares does not keep retrying past
-  it. c-ares also adapts the per-try timeout to the latency it measures
-  (never below 250 ms); a query whose tries all end early is re-sent while
-  the deadline has time left.
-- Answers come from aiodns's ``query_dns`` (the pycares 5 record API), which
-  keeps every record's TTL and owner name. They are returned as
-  :class:`DnsRecord` in text form, so callers never see pycares types.
-- Failures are our exception types, never ``aiodns.error.DNSError``.
-
-Nothing here keeps per-name state; what is in flight is bounded by the
-queries callers make. (c-ares keeps its own response cache, keyed by
-question and bounded in time by the records' TTLs, at most one hour.)
+"""The one DNS resolver of the service: aiodns (c-ares) with a hard deadline per query. Every DNS query the
+service makes (``/dns``, reverse lookups, Team Cymru, DNSBLs, VPN heuristics) goes through :class:`Resolver`, so
+that timeouts, server selection and upstream statistics are decided once. Servers come from
+``IPINTEL_DNS_SERVERS``, else the system configuration (``/etc/resolv.conf``); answers are :class:`DnsRecord`
+with their TTLs (never pycares types), failures our exception types (never ``aiodns.error.DNSError``).
 """
 
 from __future__ import annotations
@@ -59,10 +37,12 @@ _TYPE_NAMES: dict[int, str] = {
     pycares.QUERY_TYPE_CAA: "CAA",
 }
 
-# c-ares's retry schedule: _TRIES tries, each twice the previous one, fitting one deadline.
+# c-ares's retry schedule: _TRIES tries, each twice the previous one, the first timeout / 7, fitting one deadline.
+# c-ares cannot cancel one query (ares_cancel cancels them all), so its tries must end together with our
+# deadline: a lost UDP packet is re-sent twice before the caller gives up, and c-ares does not retry past it.
 _TRIES = 3
 _FIRST_TRY_SHARE = 1 / (2**_TRIES - 1)
-_MIN_TRY_SECONDS = 0.25  # c-ares's own floor
+_MIN_TRY_SECONDS = 0.25  # c-ares's own floor: it adapts the per-try timeout to the latency it measures, not below
 # A query that c-ares abandons with less than this left of our deadline is not re-sent.
 _MIN_RETRY_SECONDS = 0.05
 # At most this many sends of one query: never a busy loop, whatever c-ares reports.
@@ -248,10 +228,11 @@ class Resolver:
             self.stats.record(source, outcome, time.perf_counter() - started)
 
     async def _query_until(self, dns: aiodns.DNSResolver, name: str, rdtype: str, limit: float, started: float) -> Any:
-        """Send the query, re-sending when c-ares gives up before our deadline."""
+        """Send the query, re-sending when c-ares gives up before our deadline (its tries, shortened to the
+        latency it measured, may all end early)."""
         deadline = started + limit
         try:
-            async with asyncio.timeout(limit):
+            async with asyncio.timeout(limit):  # past it the caller gets QueryTimeout at once; a late answer is dropped
                 for sends in range(1, _MAX_SENDS + 1):
                     try:
                         return await dns.query_dns(name, rdtype)

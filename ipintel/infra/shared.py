@@ -1,32 +1,7 @@
-"""Optional shared state on Redis or Valkey (``IPINTEL_REDIS_URL``; docs/API.md#caching, docs/API.md#rate-limits).
-
-Without ``IPINTEL_REDIS_URL`` nothing here runs: each process keeps its own
-caches and buckets, and the hot path is what it always was. With it, several
-processes (``IPINTEL_WORKERS``, replicas behind a load balancer) share:
-
-- the rate-limit buckets (:class:`SharedRateLimiter`): one Lua script per
-  request (EVALSHA, one round trip) does the same GCRA update as
-  :class:`~ipintel.infra.limiter.RateLimiter`, atomically, on the server's
-  clock (``TIME`` inside the script), so that a client's limit holds across
-  every process and no pod's clock matters;
-- the caches of upstream answers (``whois``, ``dns``, ``blacklist``, and Team
-  Cymru's inner caches): the in-process cache stays in front, Redis behind it
-  (:class:`~ipintel.infra.cache.Cache` asks it on a local miss and fills it
-  after a load). GeoIP and VPN verdicts are local lookups and stay in process.
-
-Redis must never be the reason a request fails or waits long. Every operation
-has a short timeout (``IPINTEL_REDIS_TIMEOUT``, 50 ms by default); after a
-failure the store is *degraded*: no request asks it, and a background task
-pings it every :data:`BACKOFF` seconds until it answers, so a dead or hung
-Redis costs the requests that were in flight one timeout, not every request
-one each, and the service uses Redis again within seconds of its return. Meanwhile limits fall back to the in-process buckets (the full limit
-per process) and caches to the local ones. ``/readyz`` reports the state
-(:meth:`SharedStore.health`), ``/metrics`` its counters.
-
-Keys are ``ipintel:v1:<kind>:...``; values are JSON (cache entries) or plain
-numbers (buckets), every one written with an expiry, so Redis needs no
-persistence and no cleanup: losing it empties the caches and refills every
-bucket, which is safe.
+"""Optional shared state on Redis or Valkey (``IPINTEL_REDIS_URL``; docs/API.md#shared-state): the rate-limit
+buckets (:class:`SharedRateLimiter`) and the caches of upstream answers (behind
+:class:`~ipintel.infra.cache.Cache`) shared by several processes (``IPINTEL_WORKERS``, replicas). Without the
+setting nothing here runs. GeoIP and VPN verdicts are local lookups and stay in process.
 """
 
 from __future__ import annotations
@@ -49,11 +24,15 @@ log = logging.getLogger("ipintel.shared")
 
 T = TypeVar("T")
 
+# Keys are ipintel:v1:<kind>:...; values JSON (cache entries) or plain numbers (buckets), each written with an
+# expiry: Redis needs no persistence and no cleanup, and losing it empties the caches and refills every bucket,
+# which is safe.
 PREFIX = "ipintel:v1:"
 DEFAULT_TIMEOUT = 0.05  # seconds: IPINTEL_REDIS_TIMEOUT
 BACKOFF = 2.0  # seconds between pings of a Redis that failed; requests do not ask it meanwhile
 
-# The GCRA update of RateLimiter.take, in microseconds of the server's clock. The key holds the time at which
+# The GCRA update of RateLimiter.take, in microseconds of the server's clock (TIME inside the script: no pod's
+# clock matters), atomically, in one round trip (EVALSHA), so that a client's limit holds across every process. The key holds the time at which
 # the bucket is full again; a bucket that is full is no key (it expires then). Refused requests write nothing.
 # Returns {allowed, seconds}: for an allowed request the time until the bucket is full again after it, for a
 # refused one the time until it is full. Floats go back as text: Lua numbers become integer replies.
@@ -117,7 +96,11 @@ class SharedUnavailable(Exception):
 
 
 class SharedStore:
-    """The connection to Redis, its timeout and back-off, and the operations the service needs."""
+    """The connection to Redis, its timeout and back-off, and the operations the service needs.
+
+    Redis must never be the reason a request fails or waits long: every operation has a short timeout
+    (``IPINTEL_REDIS_TIMEOUT``), and after a failure the store is degraded (:meth:`_failed`) until it answers
+    again. ``/readyz`` reports the state (:meth:`health`), ``/metrics`` its counters."""
 
     def __init__(
         self,
@@ -239,6 +222,9 @@ class SharedStore:
         return result
 
     def _failed(self, operation: str, reason: str, message: str) -> None:
+        # Degraded: no request asks Redis, a background task pings it every BACKOFF seconds. A dead or hung Redis
+        # costs the requests in flight one timeout, not every request one each, and is used again within seconds
+        # of its return; meanwhile limits are the in-process buckets (the full limit per process), caches local.
         self.failures[(operation, reason)] += 1
         self.last_error = message
         if self._healthy:

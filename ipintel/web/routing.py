@@ -9,7 +9,7 @@ from starlette.types import Receive, Scope, Send
 
 
 def first_segment(path: str) -> str:
-    """``ip`` for ``/ip/8.8.8.8``: how routes are filed here and rate-limit rules in ``ratelimit.py``."""
+    """``ip`` for ``/ip/8.8.8.8``: how routes are filed here and rate-limit rules in ``gate.py``."""
     return path[1:].partition("/")[0]
 
 

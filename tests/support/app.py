@@ -9,6 +9,7 @@ test can forget to.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ from typing import Any
 
 import httpx
 from jsonschema import Draft202012Validator, FormatChecker
+from starlette.applications import Starlette
 from starlette.routing import Match
 
 from ipintel.app import ENDPOINTS, create_app
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _EXTRA_SCHEMAS = {"/healthz": "health", "/readyz": "health"}
 
 
+@functools.cache
 def validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(embeddable_schema(name), format_checker=FormatChecker())
 
@@ -84,10 +87,16 @@ def _hook(response: httpx.Response) -> None:
     validate_response(response)
 
 
+class AppClient(httpx.AsyncClient):
+    """An httpx client of the ASGI app, which it keeps as :attr:`app` (``client.app.state.intel``)."""
+
+    app: Starlette
+
+
 @contextlib.asynccontextmanager
 async def running_app(
     settings: Settings, *, client: tuple[str, int] = ("203.0.113.7", 40000), **kwargs: Any
-) -> AsyncIterator[httpx.AsyncClient]:
+) -> AsyncIterator[AppClient]:
     """The ASGI app with its lifespan run, and an httpx client talking to it.
 
     ``client`` is the socket peer the app sees (default: a documentation
@@ -95,10 +104,10 @@ async def running_app(
     app = create_app(settings, **kwargs)
     transport = httpx.ASGITransport(app=app, client=client)
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(
+        async with AppClient(
             transport=transport, base_url="http://ipintel.test", event_hooks={"response": [_ahook]}
         ) as http:
-            http.app = app  # type: ignore[attr-defined]
+            http.app = app
             yield http
 
 
@@ -124,8 +133,9 @@ class _Drained:
         self._thread.start()
 
     def _pump(self, pipe: Any) -> None:
-        for chunk in iter(lambda: pipe.read1(65536), b""):
-            self._chunks.append(chunk)
+        with pipe:  # closed at the end of output: an unclosed pipe is a ResourceWarning, and warnings are errors
+            for chunk in iter(lambda: pipe.read1(65536), b""):
+                self._chunks.append(chunk)
 
     def read(self) -> bytes:
         """Everything the process wrote; waits for its end of output."""

@@ -35,7 +35,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
-import pytest
+from tests.support.ci import missing
 
 # Where Debian's package puts it, then whatever is on PATH. IPINTEL_TEST_CHROMIUM names another binary.
 _CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
@@ -79,9 +79,7 @@ def require_chromium() -> str:
     """Chromium's path; else skip the test (fail it under CI=true, where .ci/run installed Chromium)."""
     path = chromium_path()
     if path is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true but Chromium is not installed (.ci/run installs it: apt-get install chromium)")
-        pytest.skip(MISSING)
+        missing(MISSING)
     return path
 
 
@@ -296,7 +294,7 @@ class Dom(HTMLParser):
 
     def loaded_urls(self) -> list[str]:
         """Every URL an element of the page loads (scripts, stylesheets, images, frames...)."""
-        urls = []
+        urls: list[str] = []
         for element in self.elements:
             for attr in _LOADING.get(element.tag, ()):
                 value = element.attrs.get(attr, "").strip()

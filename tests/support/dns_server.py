@@ -431,7 +431,7 @@ class DnsServer:
         raise RuntimeError(f"no free port for UDP and TCP: {last}")
 
     def _spawn(self, coro: object) -> None:
-        task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+        task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -107,6 +107,8 @@ class FakeInternet:
             self._run(self._stack.aclose())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+        if not self._loop.is_running():
+            self._loop.close()  # its self-pipe sockets, else left to the garbage collector (a ResourceWarning)
         self.dns.stop()
 
     def __enter__(self) -> FakeInternet:

@@ -152,13 +152,18 @@ def azure_download_page(link: str) -> bytes:
 
 def fillers(network: str, count: int, new_prefix: int) -> list[str]:
     """``count`` distinct subnets of ``network`` (padding a feed to its minimum size)."""
+    return list(_fillers(network, count, new_prefix))
+
+
+@functools.cache  # the feed world is built for every test that serves it: ~2,500 subnets each time
+def _fillers(network: str, count: int, new_prefix: int) -> tuple[str, ...]:
     net = ipaddress.ip_network(network)
-    out = []
+    out: list[str] = []
     for sub in net.subnets(new_prefix=new_prefix):
         if len(out) == count:
             break
         out.append(str(sub) if new_prefix < net.max_prefixlen else str(sub.network_address))
-    return out
+    return tuple(out)
 
 
 # The test world ----------------------------------------------------------------

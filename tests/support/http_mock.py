@@ -21,7 +21,7 @@ from aiohttp import ClientResponse
 from aioresponses import aioresponses
 
 # What a finished upload looks like to ClientResponse: it only reads output_size.
-_SENT_REQUEST = SimpleNamespace(output_size=0)
+_SENT_REQUEST: Any = SimpleNamespace(output_size=0)
 
 
 class _CompatResponse(ClientResponse):
@@ -35,7 +35,11 @@ _NEEDS_STREAM_WRITER = "stream_writer" in inspect.signature(ClientResponse.__ini
 class mock_http(aioresponses):
     """aioresponses, named alike; see the module docstring."""
 
+    def __enter__(self) -> mock_http:
+        super().__enter__()
+        return self
+
     def add(self, url: Any, method: str = "GET", *args: Any, response_class: Any = None, **kwargs: Any) -> None:
         if response_class is None and _NEEDS_STREAM_WRITER:
             response_class = _CompatResponse
-        super().add(url, method, *args, response_class=response_class, **kwargs)
+        super().add(url, method, *args, response_class=response_class, **kwargs)  # type: ignore[misc]

@@ -61,8 +61,10 @@ def live(
         ]
         proc = subprocess.Popen(
             args,
+            # Nothing reads Chromium's output: a pipe would fill and stall it, and left unclosed it is a
+            # ResourceWarning (an error here).
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             env={**os.environ, "HOME": tmp},
@@ -104,7 +106,7 @@ async def _drive(profile: Path, url: str, until: str, timeout: float, shoot: boo
                     if answer.get("id") == id_:
                         if "error" in answer:
                             raise BrowserError(f"{method}: {answer['error']}")
-                        return answer["result"]  # type: ignore[no-any-return]
+                        return answer["result"]
                 raise BrowserError("the DevTools connection closed")
 
             async def evaluate(expression: str) -> Any:

@@ -76,7 +76,7 @@ class ReputationServer:
         await site.start()
         server = site._server  # aiohttp exposes the bound port only through the server's sockets
         assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
         return self
 
     async def __aexit__(

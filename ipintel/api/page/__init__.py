@@ -1,4 +1,4 @@
-"""The page for people at ``GET /`` (README, "The page"), and the JSON index of the routes for everyone else.
+"""The page for people at ``GET /`` (docs/API.md#the-page--get--in-a-browser), and the JSON index of the routes for everyone else.
 
 ``GET /`` is negotiated on ``Accept``: a browser (``text/html`` preferred to
 JSON) gets one static HTML page; any other client (``curl``'s ``*/*``, an API
