@@ -197,15 +197,7 @@ class Intel:
         refusals = self.databases.load(index=index)
         for db in self.databases.all():
             if db.stale():
-                log.warning(
-                    "the %s database %s was built %s, %.0f days ago: stale (over %.0f days); refresh it "
-                    "(docs/DEPLOYMENT.md, Reloading the databases)",
-                    db.kind,
-                    db.path,
-                    db.build_date,
-                    (db.age() or 0) / 86_400,
-                    db.max_age / 86_400,
-                )
+                log.warning("%s", db.stale_warning())
         return refusals
 
     @property

@@ -74,15 +74,21 @@ def _documents(bodies: list[bytes], key: str, what: str) -> Iterator[dict[str, A
 MIN_PREFIX_LENGTH = {4: 8, 6: 16}
 
 
-def _prefix(item: Any) -> str | None:
-    """``item`` as a prefix of a sane size, or ``None`` when it is not one."""
+def _family_and_length(item: Any) -> tuple[int, int] | None:
+    """The IP version and prefix length of ``item`` when it is a prefix or an address, else ``None``."""
     if not isinstance(item, str):
         return None
     try:
         version, _, _, length = parse_prefix(item)
     except PrefixError:
         return None
-    return item.strip() if length >= MIN_PREFIX_LENGTH[version] else None
+    return version, length
+
+
+def _prefix(item: Any) -> str | None:
+    """``item`` as a prefix of a sane size, or ``None`` when it is not one."""
+    parsed = _family_and_length(item)
+    return item.strip() if parsed and parsed[1] >= MIN_PREFIX_LENGTH[parsed[0]] else None
 
 
 def _collect(candidates: Iterable[Any]) -> Parsed:
@@ -156,13 +162,8 @@ _HOST_LENGTH = {4: 32, 6: 128}
 
 def _host(item: Any) -> str | None:
     """``item`` as a single address (``1.2.3.4``, ``1.2.3.4/32``), or ``None``: a server list names servers."""
-    if not isinstance(item, str):
-        return None
-    try:
-        version, _, _, length = parse_prefix(item)
-    except PrefixError:
-        return None
-    return item.strip() if length == _HOST_LENGTH[version] else None
+    parsed = _family_and_length(item)
+    return item.strip() if parsed and parsed[1] == _HOST_LENGTH[parsed[0]] else None
 
 
 def _gluetun_addresses(doc: Any) -> Iterator[Any]:

@@ -291,6 +291,14 @@ class MmdbFile:
         age = self.age(now)
         return age is not None and age > self.max_age
 
+    def stale_warning(self) -> str:
+        """The one sentence logged about a stale file, at start and once a day after (the reload watcher)."""
+        return (
+            f"the {self.kind} database {self.path} was built {self.build_date}, {(self.age() or 0) / 86_400:.0f} days"
+            f" ago: stale (over {self.max_age / 86_400:.0f} days); refresh it (docs/DEPLOYMENT.md, Reloading the"
+            " databases)"
+        )
+
     def health(self, now: float | None = None) -> dict[str, Any]:
         """This file's check in /readyz (docs/API.md#operations)."""
         age = self.age(now)

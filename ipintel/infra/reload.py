@@ -137,14 +137,7 @@ class DatabaseWatcher:
             if now - last >= STALE_WARNING_INTERVAL:
                 self._warned[name] = now
                 warned.append(db)
-                log.warning(
-                    "the %s database %s was built %s, %.0f days ago: stale (over %.0f days); refresh it",
-                    db.kind,
-                    db.path,
-                    db.build_date,
-                    (db.age() or 0) / 86_400,
-                    db.max_age / 86_400,
-                )
+                log.warning("%s", db.stale_warning())
         return warned
 
     def _count(self, db: MmdbFile, ok: bool) -> None:

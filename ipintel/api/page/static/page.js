@@ -1,4 +1,4 @@
-// The page at /: a view of GET /ip/{ip}/profile (README, "The page").
+// The page at /: a view of GET /ip/{ip}/profile (docs/API.md, "The page").
 //
 // The rendering (sections, map, each part in words) is render.js, shared with the MCP Apps card; this file asks the
 // API and decides what to show. Safety: every value from the API is put into the page as text (render.js says how);
