@@ -91,12 +91,12 @@ def _prefix(item: Any) -> str | None:
     return item.strip() if parsed and parsed[1] >= MIN_PREFIX_LENGTH[parsed[0]] else None
 
 
-def _collect(candidates: Iterable[Any]) -> Parsed:
-    """Keep the strings that parse as prefixes of a sane size; count the rest."""
+def _collect(candidates: Iterable[Any], accept: Callable[[Any], str | None] = _prefix) -> Parsed:
+    """Keep the strings ``accept`` takes (by default prefixes of a sane size); count the rest."""
     prefixes: list[str] = []
     skipped = 0
     for item in candidates:
-        prefix = _prefix(item)
+        prefix = accept(item)
         if prefix is None:
             skipped += 1
         else:
@@ -203,17 +203,10 @@ def vpn_server_list(bodies: list[bytes]) -> Parsed:
             candidates.extend(_gluetun_addresses(_json(body)))
         else:
             candidates.extend(_lines(body))
-    hosts: list[str] = []
-    skipped = 0
-    for item in candidates:
-        host = _host(item)
-        if host is None:
-            skipped += 1
-        else:
-            hosts.append(host)
-    hosts = list(dict.fromkeys(hosts))
-    _check_junk(Parsed(hosts, skipped), "server list")
-    return Parsed(hosts + server_subnets(hosts), skipped)
+    collected = _collect(candidates, _host)
+    hosts = list(dict.fromkeys(collected.prefixes))
+    _check_junk(Parsed(hosts, collected.skipped), "server list")
+    return Parsed(hosts + server_subnets(hosts), collected.skipped)
 
 
 def vpn_servers_only(bodies: list[bytes]) -> Parsed:
