@@ -129,7 +129,9 @@ def create_app(
     hosts = allowed_hosts(settings)
     host_check = HostCheck(hosts) if hosts is not None else None
     app = _ServiceApp(
-        lambda router: RequestContextMiddleware(router, gate=gate, observe=metrics.observe_request, hosts=host_check)
+        lambda router: RequestContextMiddleware(
+            router, gate=gate, observe=metrics.observe_request, hosts=host_check, rpc_paths=mcp_api.PATHS
+        )
     )
     # Starlette's router, matching a request only against the routes its first path
     # segment can reach. A trailing slash is a 404 with a JSON body, not a bodiless

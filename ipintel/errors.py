@@ -17,6 +17,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "invalid_request": 400,
     "invalid_asn": 400,
     "unauthorized": 401,
+    "origin_not_allowed": 403,
     "not_found": 404,
     "address_not_found": 404,
     "domain_not_found": 404,

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from starlette.types import Scope, Send
+from starlette.types import Scope
 
 from ipintel.errors import ApiError
 from ipintel.infra.background import BackgroundTask, poll
@@ -50,7 +50,6 @@ from ipintel.infra.shared import SharedRateLimiter
 from ipintel.settings import ConfigError
 from ipintel.web.client import Caller
 from ipintel.web.gate import PathQuotas, Rule
-from ipintel.web.responses import raw_headers, rpc_refusal_body, send_body, send_error
 
 if TYPE_CHECKING:
     from ipintel.infra.shared import SharedStore
@@ -224,22 +223,13 @@ class ApiKey:
 
 class Unauthorized(ApiError):
     """401 ``unauthorized``: the request presented no key, a malformed one, or one that is not in the file.
-    Raised by :meth:`ApiKeys.authenticate` inside the request gate; the request middleware answers it with
-    :meth:`send` before any token is spent."""
+    Raised by :meth:`ApiKeys.authenticate` inside the request gate; the request middleware answers it before
+    any token is spent."""
 
     def __init__(self, message: str, error: str | None = None) -> None:
         # RFC 6750 section 3: no error attribute when the request carried no credentials at all.
         challenge = REALM if error is None else f'{REALM}, error="{error}"'
         super().__init__("unauthorized", message, headers={"WWW-Authenticate": challenge})
-
-    async def send(self, send: Send, scope: Scope) -> None:
-        """The 401: a REST error body, or on ``/mcp`` (which always answers JSON-RPC) a JSON-RPC error."""
-        path = scope["path"]
-        if path == "/mcp" or path.startswith("/mcp/"):
-            body = rpc_refusal_body(self.message, {"httpStatus": 401, "code": "unauthorized"})
-            await send_body(send, 401, body, raw_headers(self.headers))
-        else:
-            await send_error(send, self, head=scope.get("method") == "HEAD")
 
 
 _MESSAGES = {

@@ -14,14 +14,13 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from starlette.datastructures import Headers
-from starlette.types import Scope, Send
+from starlette.types import Scope
 
 from ipintel.errors import ApiError
 from ipintel.infra.limiter import WINDOW, Decision, Quota, RateLimiter, Spend, client_key, spend_nothing
 from ipintel.infra.memo import BoundedMemo
 from ipintel.infra.shared import SharedRateLimiter
 from ipintel.web.client import Caller, Network, client_address
-from ipintel.web.responses import rpc_refusal_body, send_body, send_error
 from ipintel.web.routing import first_segment, path_pattern
 
 if TYPE_CHECKING:
@@ -194,18 +193,13 @@ def rate_limit_headers(decision: Decision) -> list[tuple[bytes, bytes]]:
 _CONSTANT_HEADERS: dict[int, tuple[tuple[bytes, bytes], tuple[bytes, bytes]]] = {}
 
 
-async def refuse(send: Send, path: str, decision: Decision) -> None:
-    """Answer a refused request: 429 ``rate_limited`` (a JSON-RPC error on ``/mcp``, which always answers
-    JSON-RPC). ``send`` adds the ``RateLimit-*`` headers."""
-    message = (
+def rate_limited(decision: Decision) -> ApiError:
+    """The 429 ``rate_limited`` of a refused request; the middleware adds the ``RateLimit-*`` headers."""
+    return ApiError(
+        "rate_limited",
         f"rate limit of {decision.limit} requests per minute for {decision.quota} routes exceeded; "
-        f"retry in {decision.retry_after} s"
+        f"retry in {decision.retry_after} s",
     )
-    if path == "/mcp" or path.startswith("/mcp/"):
-        # The request was not read, so its id is unknown.
-        await send_body(send, 429, rpc_refusal_body(message, {"code": "rate_limited"}))
-    else:
-        await send_error(send, ApiError("rate_limited", message))
 
 
 def quota_spender(limiter: RateLimiter | SharedRateLimiter | None, key: str) -> Spend:

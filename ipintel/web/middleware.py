@@ -1,7 +1,8 @@
-"""Pure-ASGI middleware around every request: request id, rate limits, access log, last-resort 500.
+"""The middleware around every request: its id, the Host check, the gate, the access log, and the answer to
+every failure (the one place a refusal or an error is sent).
 
-Pure ASGI rather than ``BaseHTTPMiddleware``: it adds no task or memory
-stream per request, which keeps the hot path close to a bare handler.
+Pure ASGI rather than ``BaseHTTPMiddleware``: it adds no task or memory stream per request, which keeps the
+hot path close to a bare handler.
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ipintel.errors import ApiError
 from ipintel.logs import access_log
-from ipintel.web.api_keys import Unauthorized
-from ipintel.web.gate import RateLimitGate, rate_limit_headers, refuse
+from ipintel.web.gate import RateLimitGate, rate_limit_headers, rate_limited
 from ipintel.web.hosts import HostCheck
-from ipintel.web.responses import error_body, raw_headers, rpc_refusal_body, send_body, send_error
+from ipintel.web.responses import send_failure
 
 errors_log = logging.getLogger("ipintel.error")
 
@@ -30,6 +30,9 @@ RequestObserver = Callable[[str, str, int, float], None]
 
 _SANE_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")  # fullmatch: "$" would let "abc\n" pass
 _INTERNAL = ApiError("internal_error", "an internal error occurred; quote the request id when reporting it")
+_MISDIRECTED = ApiError(
+    "misdirected_request", "this server does not answer for the host named in the request (IPINTEL_ALLOWED_HOSTS)"
+)
 # Every answer: a browser must not guess another type than the one sent (docs/API.md#conventions).
 _NOSNIFF = (b"x-content-type-options", b"nosniff")
 # An answer that depends on who asks (GET /ip, anything under an API key): no shared cache may keep it, and
@@ -53,14 +56,12 @@ def _request_id(scope: Scope) -> str:
 
 
 class RequestContextMiddleware:
-    """Gives every response an ``X-Request-Id``, applies the rate limits, logs
-    one access line per request, and turns an exception that escaped a handler
-    into a JSON 500 without its trace.
+    """Gives every response an ``X-Request-Id``, checks the ``Host``, runs the gate, logs one access line per
+    request, and answers every failure: a refusal, a handler's :class:`~ipintel.errors.ApiError`, the router's
+    404 and 405, and as a JSON 500 without its trace any other exception.
 
-    The rate limits (``gate``) are applied here rather than by a middleware
-    of their own so that a request passes through one middleware and one
-    ``send`` wrapper: on a cached answer each layer is a measurable share of
-    the time. A refused request still gets its id, access line and metrics."""
+    One middleware and one ``send`` wrapper rather than a layer per concern: on a cached answer each layer is a
+    measurable share of the time. A refused request still gets its id, access line and metrics."""
 
     def __init__(
         self,
@@ -69,9 +70,12 @@ class RequestContextMiddleware:
         gate: RateLimitGate | None = None,
         observe: RequestObserver | None = None,
         hosts: HostCheck | None = None,
+        rpc_paths: frozenset[str] = frozenset(),
     ) -> None:
         self.app = app
         self.gate = gate
+        # The paths of the JSON-RPC endpoint (/mcp), whose failures are JSON-RPC errors (docs/MCP.md#transport-both-eras).
+        self.rpc_paths = rpc_paths
         # IPINTEL_ALLOWED_HOSTS (None: any Host): checked before anything else, DNS rebinding.
         self.hosts = hosts
         # Called once per request with (method, route template, status, seconds): the /metrics hook.
@@ -103,8 +107,7 @@ class RequestContextMiddleware:
         try:
             hosts = self.hosts
             if hosts is not None and not hosts.allows(scope):
-                await misdirected(send_with_id, scope)
-                return
+                raise _MISDIRECTED
             gate = self.gate
             if gate is None:
                 decision = None
@@ -118,21 +121,15 @@ class RequestContextMiddleware:
             if decision is not None:
                 extra = [*extra, *rate_limit_headers(decision)]
                 if not decision.allowed:
-                    await refuse(send_with_id, scope["path"], decision)  # send_with_id adds `extra`
-                    return
+                    raise rate_limited(decision)  # send_with_id adds `extra`
             await self.app(scope, receive, send_with_id)
-        except Unauthorized as refusal:  # no valid API key: answered before any token is spent
+        except Exception as exc:
+            failure = _failure(exc, scope)
+            if failure is _INTERNAL:
+                errors_log.exception("unhandled error", extra={"request_id": request_id, "path": scope.get("path")})
             if status == 0:
-                await refusal.send(send_with_id, scope)
-        except HTTPException as refusal:  # the router's own: no route (404), a method the route does not take (405)
-            if status == 0:
-                body = error_body(router_error(refusal, scope))
-                await send_body(send_with_id, refusal.status_code, body, raw_headers(refusal.headers or {}))
-        except Exception:
-            errors_log.exception("unhandled error", extra={"request_id": request_id, "path": scope.get("path")})
-            if status == 0:
-                status = 500
-                await send_error(send, _INTERNAL, [header, _NOSNIFF, *extra])
+                rpc = scope["path"] in self.rpc_paths
+                await send_failure(send_with_id, failure, rpc=rpc, head=scope.get("method") == "HEAD")
         finally:
             observe = self.observe
             if access_log.enabled or observe is not None:
@@ -153,27 +150,19 @@ class RequestContextMiddleware:
                     )
 
 
-async def misdirected(send: Send, scope: Scope) -> None:
-    """421 ``misdirected_request``: the request names a host this server is not (docs/CONFIGURATION.md,
-    IPINTEL_ALLOWED_HOSTS); a JSON-RPC error on ``/mcp``, which always answers JSON-RPC."""
-    error = ApiError(
-        "misdirected_request",
-        "this server does not answer for the host named in the request (IPINTEL_ALLOWED_HOSTS)",
-    )
-    path = scope.get("path", "")
-    if path == "/mcp" or path.startswith("/mcp/"):
-        await send_body(send, 421, rpc_refusal_body(error.message, {"httpStatus": 421, "code": error.code}))
-    else:
-        await send_error(send, error, head=scope.get("method") == "HEAD")
-
-
-def router_error(refusal: HTTPException, scope: Scope) -> ApiError:
-    """A refusal of the router (or of the static files of /docs) as a REST error."""
-    if refusal.status_code == 404:
-        return ApiError("not_found", f"no route {scope.get('path', '')}")
-    if refusal.status_code == 405:
-        return ApiError("method_not_allowed", f"{scope.get('method', '')} is not allowed here")
-    return ApiError("invalid_request", str(refusal.detail))
+def _failure(exc: Exception, scope: Scope) -> ApiError:
+    """What a request that raised ``exc`` is answered: an :class:`ApiError` as it is (a refusal, a handler's
+    error), a refusal of the router (or of the static files of /docs) as its REST error, anything else a 500."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, HTTPException):
+        headers = dict(exc.headers or {})
+        if exc.status_code == 404:
+            return ApiError("not_found", f"no route {scope.get('path', '')}", headers=headers)
+        if exc.status_code == 405:
+            return ApiError("method_not_allowed", f"{scope.get('method', '')} is not allowed here", headers=headers)
+        return ApiError("invalid_request", str(exc.detail), headers=headers)
+    return _INTERNAL
 
 
 def route_template(scope: Scope) -> str:

@@ -1,14 +1,7 @@
-"""The bodies of every JSON answer, and the raw ASGI messages that send them.
+"""The bodies of every JSON answer (docs/API.md#conventions) and the raw ASGI messages that send them.
 
-Three bodies (docs/API.md#conventions, docs/MCP.md): a success is
-``{"data": ...}``, a REST failure ``{"error": {"code", "message"}}`` (from an
-:class:`~ipintel.errors.ApiError`), and a refusal of ``/mcp`` before its
-request was read is a JSON-RPC error with a null id. All are encoded by
-:func:`ipintel.encoding.dumps`, the one encoder.
-
-Answers on the hot path are sent as the two ASGI messages (start, then body
-with its ``content-length``) rather than through Starlette's ``Response``:
-building that object is a measurable share of a cached answer.
+A success is ``{"data": ...}``; a failure is rendered by :func:`send_failure`, the one place an
+:class:`~ipintel.errors.ApiError` becomes bytes. All are encoded by :func:`ipintel.encoding.dumps`.
 """
 
 from __future__ import annotations
@@ -25,9 +18,10 @@ from ipintel.infra.memo import BoundedMemo
 
 JSON = b"application/json"
 
-# JSON-RPC's "server error" code, which a refusal by the transport carries (the id is unknown: the request
-# was not read).
+# JSON-RPC's codes of a failure on the JSON-RPC endpoint's paths: "server error" for a refusal by the transport
+# (the id is unknown: the request was not read), "internal error" for a bug.
 RPC_SERVER_ERROR = -32000
+RPC_INTERNAL_ERROR = -32603
 
 Headers = Iterable[tuple[bytes, bytes]]
 
@@ -68,9 +62,11 @@ def rpc_error(id_: str | int | None, code: int, message: str, data: Any = None) 
     return {"jsonrpc": "2.0", "id": id_, "error": body}
 
 
-def rpc_refusal_body(message: str, data: Mapping[str, Any]) -> bytes:
-    """A JSON-RPC error answering a ``/mcp`` request that was refused before it was read (docs/MCP.md)."""
-    return dumps(rpc_error(None, RPC_SERVER_ERROR, message, data))
+def rpc_failure_body(error: ApiError) -> bytes:
+    """``error`` as the JSON-RPC endpoint answers a request it refused before reading it (docs/MCP.md): id
+    ``null``, code -32000 (-32603 for a bug), ``data`` with the HTTP status and the REST error code."""
+    code = RPC_INTERNAL_ERROR if error.code == "internal_error" else RPC_SERVER_ERROR
+    return dumps(rpc_error(None, code, error.message, {"httpStatus": error.status, "code": error.code}))
 
 
 def raw_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
@@ -88,9 +84,14 @@ async def send_body(
     await send({"type": "http.response.body", "body": b"" if head else body})
 
 
-async def send_error(send: Send, error: ApiError, headers: Headers = (), *, head: bool = False) -> None:
-    """Send ``error`` as its status and REST error body, with its own headers and then ``headers``."""
-    await send_body(send, error.status, error_body(error), [*raw_headers(error.headers), *headers], head=head)
+async def send_failure(
+    send: Send, error: ApiError, headers: Headers = (), *, rpc: bool = False, head: bool = False
+) -> None:
+    """Send ``error``: its status, its own headers and then ``headers``, and its body, a JSON-RPC error when
+    ``rpc`` (a path of the JSON-RPC endpoint) else the REST error body (none for ``HEAD``). The one place a
+    failure becomes bytes: everything else raises :class:`~ipintel.errors.ApiError` to the request middleware."""
+    body = rpc_failure_body(error) if rpc else error_body(error)
+    await send_body(send, error.status, body, [*raw_headers(error.headers), *headers], head=head)
 
 
 def json_response(body: bytes, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:

@@ -6,24 +6,21 @@ that accepts only ``text/event-stream``, as one SSE event). No
 ``Mcp-Session-Id`` is issued, so no state is kept between requests and any
 worker can answer any request.
 
-This module is the transport: origin and CORS rules, methods, media types,
-the body limit, JSON parsing and the rate-limit hook. The JSON-RPC rules live
-in :mod:`ipintel.api.mcp.protocol`, the tools in :mod:`ipintel.api.mcp.tools`.
-JSON-RPC errors travel with HTTP 200 (older SDK clients drop the connection on
-other statuses); only the transport refusals use 403, 405, 413 and 415, each
-with a JSON-RPC error body.
+This module is the transport: origin and CORS rules, methods, and the eras'
+HTTP statuses. The JSON-RPC rules live in :mod:`ipintel.api.mcp.protocol`, the
+tools in :mod:`ipintel.api.mcp.tools`. Its refusals (403, 405, 413, 415) are
+raised as :class:`~ipintel.errors.ApiError`; the request middleware answers them
+as JSON-RPC errors, as it does every failure on :data:`PATHS`.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -31,7 +28,6 @@ from starlette.types import Receive, Scope, Send
 
 from ipintel.api.mcp.envelope import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION, RoutingHeaders, is_modern
 from ipintel.api.mcp.protocol import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -41,12 +37,13 @@ from ipintel.api.mcp.protocol import (
 )
 from ipintel.api.mcp.tools import TOOLS, CallContext, ToolSet
 from ipintel.encoding import dumps
+from ipintel.errors import ApiError
 from ipintel.schema_files import embeddable_schema
 from ipintel.web.api_keys import limiter_for
-from ipintel.web.body import is_json_media_type, read_body
+from ipintel.web.body import NotJson, read_json
 from ipintel.web.client import caller_of
 from ipintel.web.gate import quota_spender
-from ipintel.web.responses import RawResponse, rpc_error, rpc_refusal_body
+from ipintel.web.responses import RawResponse, rpc_error
 
 if TYPE_CHECKING:
     from ipintel.service import Intel
@@ -54,7 +51,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ipintel.mcp")
 
-PATHS = ("/mcp", "/mcp/")
+# Both spellings answer, without a redirect (docs/MCP.md); the request middleware answers their failures as
+# JSON-RPC errors.
+PATHS = frozenset({"/mcp", "/mcp/"})
 
 # Headers a browser client may send (preflight) and read (CORS). Mcp-Session-Id is
 # allowed although this server never issues one: clients that echo it must not fail.
@@ -126,20 +125,6 @@ def _allowed_headers(headers: Any) -> str:
     return ", ".join([_ALLOW_HEADERS, *params])
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _parse(body: bytes) -> Any:
-    """The body as JSON: orjson for the usual UTF-8 document, the json module for everything orjson
-    refuses, so that its answer (an integer past 64 bits, a lone surrogate escape, UTF-16, or the exact
-    error of a broken document) is the same as ever. NaN and Infinity are refused by both."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return json.loads(body, parse_constant=_reject_constant)
-
-
 class McpEndpoint:
     """The ``/mcp`` handler of one app: the live tools, the origin policy, the body limit."""
 
@@ -159,7 +144,8 @@ class McpEndpoint:
         origin = request.headers.get("origin")
         if origin is not None:
             if not self.origins.allows(origin):
-                return self._refusal(403, f"the origin {origin[:100]!r} is not allowed to use this server", cors)
+                message = f"the origin {origin[:100]!r} is not allowed to use this server"
+                raise ApiError("origin_not_allowed", message, headers=cors)
             cors.update({"Access-Control-Allow-Origin": origin, "Access-Control-Expose-Headers": _EXPOSE_HEADERS})
         if request.method == "OPTIONS":
             return Response(
@@ -174,35 +160,17 @@ class McpEndpoint:
             )
         if request.method != "POST":
             message = f"{request.method} is not supported: this server is stateless and answers POST only"
-            return self._refusal(405, message, {**cors, "Allow": "POST"})
-        try:
-            return await self._post(request, cors)
-        except Exception:
-            request_id = request.scope.get("state", {}).get("request_id")
-            log.exception("MCP request failed", extra={"request_id": request_id})
-            answer = rpc_error(None, INTERNAL_ERROR, "internal error; quote the request id when reporting it")
-            return RawResponse(200, dumps(answer), cors)
-
-    async def _post(self, request: Request, cors: dict[str, str]) -> Response | RawResponse:
-        content_type = request.headers.get("content-type", "")
-        if not is_json_media_type(content_type):
-            shown = content_type[:60] or "none"
-            return self._refusal(415, f"the body must be application/json (Content-Type was {shown})", cors)
-        limit = self.settings.max_body_bytes
-        body = await read_body(request, limit)
-        if body is None:
-            return self._refusal(413, f"the body is over the limit of {limit} bytes", cors)
+            raise ApiError("method_not_allowed", message, headers={**cors, "Allow": "POST"})
         sse = _sse_only(request.headers.get("accept", ""))
         headers = RoutingHeaders(request.scope["headers"])
         try:
-            payload = _parse(body)
-        except RecursionError:
-            failure = rpc_error(None, PARSE_ERROR, "the JSON is nested too deeply")
+            payload = await read_json(request, self.settings.max_body_bytes)
+        except NotJson as exc:
+            failure = rpc_error(None, PARSE_ERROR, exc.message)
             return self._reply(failure, sse, cors, _status(failure, is_modern(None, headers.version)))
-        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an int of too many digits, NaN
-            detail = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-            failure = rpc_error(None, PARSE_ERROR, f"the body is not valid JSON{detail}")
-            return self._reply(failure, sse, cors, _status(failure, is_modern(None, headers.version)))
+        except ApiError as exc:  # 413, 415: answered by the middleware, with this endpoint's CORS headers
+            exc.headers = {**exc.headers, **cors}
+            raise
         modern = is_modern(payload, headers.version)
         context = self._context(request)
         answer: Answer | list[Answer] | None
@@ -228,10 +196,6 @@ class McpEndpoint:
             event = b"event: message\ndata: " + dumps(answer) + b"\n\n"
             return RawResponse(status, event, {**headers, "Cache-Control": "no-cache"}, b"text/event-stream")
         return RawResponse(status, dumps(answer), headers)
-
-    @staticmethod
-    def _refusal(status: int, message: str, headers: dict[str, str]) -> RawResponse:
-        return RawResponse(status, rpc_refusal_body(message, {"httpStatus": status}), headers)
 
 
 # The HTTP status of a 2026-07-28 error answer, as that revision's transport gives it: a request the

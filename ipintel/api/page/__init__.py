@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ipintel import __version__
+from ipintel.errors import ApiError
+from ipintel.web.responses import fresh_data_body, json_response
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -123,27 +125,14 @@ async def index(request: Request) -> Response:
         return _asset_response(request, dated_page(date), extra={"Vary": "Accept"})
     paths = request.app.state.openapi["paths"]
     routes = [path for path, item in paths.items() if "get" in item]  # in the OpenAPI document's order
-    return JSONResponse(
-        {
-            "data": {
-                "name": "ipintel",
-                "version": __version__,
-                "docs": "/docs",
-                "openapi": "/openapi.json",
-                "routes": routes,
-            }
-        },
-        headers={"Vary": "Accept"},
-    )
+    index = {"name": "ipintel", "version": __version__, "docs": "/docs", "openapi": "/openapi.json", "routes": routes}
+    return json_response(fresh_data_body(index), headers={"Vary": "Accept"})
 
 
 async def asset(request: Request) -> Response:
     found = ASSETS.get(request.path_params["name"])
     if found is None:
-        return JSONResponse(
-            {"error": {"code": "not_found", "message": f"no route {request.url.path}"}},
-            status_code=404,
-        )
+        raise ApiError("not_found", f"no route {request.url.path}")
     return _asset_response(request, found)
 
 

@@ -3,8 +3,7 @@ everything the OpenAPI document and the rate limiter need to know about it.
 
 Handlers are thin: they read path and query parameters, call one
 :class:`~ipintel.service.Intel` method and return its ``data`` object. Errors
-are raised as :class:`~ipintel.errors.ApiError` and answered as
-``{"error": ...}`` (:mod:`ipintel.web.responses`).
+are raised as :class:`~ipintel.errors.ApiError`; the request middleware answers them.
 """
 
 from __future__ import annotations
@@ -19,9 +18,8 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ipintel.errors import ApiError
 from ipintel.infra.limiter import Quota
-from ipintel.web.responses import data_body, fresh_data_body, send_body, send_error
+from ipintel.web.responses import data_body, fresh_data_body, send_body
 
 if TYPE_CHECKING:
     from ipintel.service import Intel
@@ -58,8 +56,7 @@ class EndpointApp:
     A function endpoint would have Starlette build a Response object and wrap
     ``send`` in one more exception-handling layer for every request; sending
     the two ASGI messages directly is most of what a cached answer costs.
-    An exception other than :class:`ApiError` is a bug: it propagates to the
-    request middleware, which answers the JSON 500."""
+    Exceptions (an :class:`ApiError`, or a bug) propagate to the request middleware, which answers them."""
 
     __slots__ = ("encode", "handler")
 
@@ -68,13 +65,8 @@ class EndpointApp:
         self.encode = data_body if remember else fresh_data_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        head = scope["method"] == "HEAD"
-        try:
-            data = await self.handler(Request(scope, receive), scope["app"].state.intel)
-        except ApiError as error:
-            await send_error(send, error, head=head)
-            return
-        await send_body(send, 200, self.encode(data), head=head)
+        data = await self.handler(Request(scope, receive), scope["app"].state.intel)
+        await send_body(send, 200, self.encode(data), head=scope["method"] == "HEAD")
 
 
 _MEMO_QUERY_MAX = 512  # longer query strings are parsed every time, not remembered

@@ -13,7 +13,7 @@ from starlette.staticfiles import StaticFiles
 
 from ipintel.encoding import dumps
 from ipintel.errors import ApiError
-from ipintel.web.responses import data_body, error_body, json_response
+from ipintel.web.responses import data_body, json_response
 
 _ALIVE = {"status": "ok"}
 
@@ -28,8 +28,7 @@ async def readyz(request: Request) -> Response:
     if intel.ready:
         return json_response(data_body({"status": "ok", "checks": checks}))
     failing = ", ".join(f"{name}: {c.get('error') or c['status']}" for name, c in checks.items() if c["status"] != "ok")
-    error = ApiError("geoip_unavailable", f"not ready: {failing or 'no GeoIP database is loaded'}")
-    return json_response(error_body(error), error.status)
+    raise ApiError("geoip_unavailable", f"not ready: {failing or 'no GeoIP database is loaded'}")
 
 
 async def openapi(request: Request) -> Response:
