@@ -16,6 +16,7 @@ from starlette.types import ASGIApp
 
 from ipintel.api import page as page_api
 from ipintel.api.mcp import transport as mcp_api
+from ipintel.api.openapi import build_document
 from ipintel.api.rest import asn as asn_api
 from ipintel.api.rest import blacklist as blacklist_api
 from ipintel.api.rest import cidr as cidr_api
@@ -27,16 +28,14 @@ from ipintel.api.rest import profile as profile_api
 from ipintel.api.rest import vpn as vpn_api
 from ipintel.api.rest import whois as whois_api
 from ipintel.api.rest.endpoint import Endpoint
-from ipintel.api.rest.openapi import build_document
 from ipintel.infra.limiter import limiter_from_settings
 from ipintel.infra.reload import DatabaseWatcher
 from ipintel.infra.shared import SharedRateLimiter
 from ipintel.metrics import Metrics
-from ipintel.schema_files import embeddable_schema
 from ipintel.service import Intel
 from ipintel.settings import Settings, allowed_hosts
 from ipintel.web.api_keys import ApiKeys
-from ipintel.web.gate import MCP_RULES, RateLimitGate
+from ipintel.web.gate import RateLimitGate
 from ipintel.web.hosts import HostCheck
 from ipintel.web.middleware import RequestContextMiddleware
 from ipintel.web.routing import SegmentRouter
@@ -84,13 +83,11 @@ def create_app(
     shared_limiter = SharedRateLimiter(limiter, intel.shared) if limiter is not None and intel.shared else None
     # Reloads the .mmdb files replaced on disk (and on SIGHUP, wired by __main__), without a restart.
     db_watcher = DatabaseWatcher(intel.databases, interval=settings.db_check_interval)
-    metrics = Metrics(intel, limiter=limiter, watcher=db_watcher)
-    # The paths that are rate limited, and that need an API key when IPINTEL_API_KEYS_FILE is set.
-    rules = [*((ep.path, ep.quota) for ep in ENDPOINTS), *MCP_RULES]
     # None without IPINTEL_API_KEYS_FILE; an unusable file is a ConfigError (exit 2). docs/API.md#authentication
-    api_keys = ApiKeys.from_settings(settings, rules=rules, limiter=limiter, store=intel.shared, clock=clock)
-    if api_keys is not None:
-        metrics.registry.register(api_keys.collector())
+    api_keys = ApiKeys.from_settings(settings, limiter=limiter, store=intel.shared, clock=clock)
+    metrics = Metrics(intel, limiter=limiter, watcher=db_watcher, api_keys=api_keys)
+    # The paths that are rate limited, and that need an API key when IPINTEL_API_KEYS_FILE is set.
+    rules = [*((ep.path, ep.quota) for ep in ENDPOINTS), *mcp_api.RULES]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -144,12 +141,5 @@ def create_app(
     app.state.metrics = metrics  # its registry is what GET /metrics exposes
     app.state.db_watcher = db_watcher
     app.state.api_keys = api_keys
-    document = build_document(ENDPOINTS, {**ops.OPS_PATHS, **metrics_api.OPENAPI_PATHS, **mcp_api.OPENAPI_PATHS})
-    document["components"]["schemas"].update(mcp_api.openapi_components())
-    document["components"]["schemas"].setdefault("health", embeddable_schema("health"))
-    # The batch limit is configuration (IPINTEL_BATCH_MAX): the document states this server's.
-    document["components"]["schemas"]["ip_batch_request"]["properties"]["ips"]["maxItems"] = settings.batch_max
-    if api_keys is not None:
-        api_keys.document(document)  # security schemes, and the 401 of every route that needs a key
-    app.state.openapi = document
+    app.state.openapi = build_document(ENDPOINTS, settings)
     return app

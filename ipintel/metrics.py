@@ -45,9 +45,10 @@ class Metrics:
 
     ``intel``: the :class:`~ipintel.service.Intel` (or anything with the same
     attributes); ``limiter``: the rate limiter or ``None``; ``watcher``: the
-    :class:`~ipintel.infra.reload.DatabaseWatcher` or ``None``."""
+    :class:`~ipintel.infra.reload.DatabaseWatcher` or ``None``; ``api_keys``: the
+    :class:`~ipintel.web.api_keys.ApiKeys` or ``None``."""
 
-    def __init__(self, intel: Any, *, limiter: Any = None, watcher: Any = None) -> None:
+    def __init__(self, intel: Any, *, limiter: Any = None, watcher: Any = None, api_keys: Any = None) -> None:
         # Its own registry, not prometheus-client's global one: a process (a test run) can create many apps
         # without "duplicated timeseries" errors, and one app's numbers never leak into another's.
         self.registry = CollectorRegistry()
@@ -61,6 +62,8 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(StateCollector(intel, limiter=limiter, watcher=watcher))
+        if api_keys is not None:
+            self.registry.register(ApiKeysCollector(api_keys))
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
@@ -391,3 +394,36 @@ def _stats_of(component: Any) -> dict[str, Any]:
         return {}
     value = stats()
     return dict(value) if isinstance(value, Mapping) else {}
+
+
+class ApiKeysCollector(Collector):
+    """The API keys' series (IPINTEL_API_KEYS_FILE), read at scrape time: names only, never a key or a digest."""
+
+    def __init__(self, keys: Any) -> None:
+        self.keys = keys
+
+    def collect(self) -> Iterator[Metric]:
+        keys = self.keys
+        loaded = GaugeMetricFamily("ipintel_api_keys", "API keys in force (IPINTEL_API_KEYS_FILE).")
+        loaded.add_metric([], len(keys.names))
+        yield loaded
+        requests = CounterMetricFamily(
+            "ipintel_api_key_requests", "Requests accepted with an API key, by the key's name.", labels=["key"]
+        )
+        for name, count in sorted(keys.requests.items()):
+            requests.add_metric([name], count)
+        yield requests
+        refusals = CounterMetricFamily(
+            "ipintel_api_key_refusals",
+            "Requests refused 401: no key (missing), a malformed header, or a key not in force (invalid).",
+            labels=["reason"],
+        )
+        for reason in ("missing", "malformed", "invalid"):
+            refusals.add_metric([reason], keys.refusals[reason])
+        yield refusals
+        reloads = CounterMetricFamily(
+            "ipintel_api_key_file_reloads", "Loads of a new API key file, by outcome.", labels=["outcome"]
+        )
+        for outcome in ("ok", "error", "removed"):
+            reloads.add_metric([outcome], keys.reloads[outcome])
+        yield reloads

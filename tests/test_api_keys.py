@@ -24,7 +24,7 @@ import pytest
 
 from ipintel.infra.limiter import Quota
 from ipintel.settings import Settings
-from ipintel.web.api_keys import KeyFileError, parse_key_file
+from ipintel.web.key_file import KeyFileError, parse_key_file
 from tests.support.app import ROOT, running_app, server_process, settings_env, wait_for
 from tests.support.clock import FakeClock
 from tests.support.mcp import JSON_HEADERS, answers_of, error_of

@@ -16,10 +16,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ipintel.api.mcp.transport import RULES as MCP_RULES
 from ipintel.app import ENDPOINTS
 from ipintel.infra.limiter import UNKNOWN_CLIENT, RateLimiter, client_key, limiter_from_settings
 from ipintel.settings import DEFAULT_RATE_LIMITS, Settings
-from ipintel.web.gate import MCP_RULES, RateLimitGate, rate_limit_headers
+from ipintel.web.gate import RateLimitGate, rate_limit_headers
 from ipintel.web.middleware import RequestContextMiddleware
 from tests.support.app import running_app
 from tests.support.clock import FakeClock

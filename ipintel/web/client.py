@@ -9,36 +9,62 @@ client and can be forged).
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ipintel.addresses import IPAddress
-
-if TYPE_CHECKING:
-    from ipintel.web.api_keys import OwnLimits
+from ipintel.errors import ApiError
+from ipintel.infra.limiter import Decision, Quota, RateLimiter
+from ipintel.infra.shared import SharedRateLimiter
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True, slots=True)
+class Buckets:
+    """The rate limiter a caller's tokens come from: the server's, or an API key's own; in process, and with
+    ``IPINTEL_REDIS_URL`` the shared one in front of it."""
+
+    local: RateLimiter
+    shared: SharedRateLimiter | None = None
+
+    async def take(self, key: str, quota: Quota) -> Decision:
+        shared = self.shared
+        return await shared.take(key, quota) if shared is not None else self.local.take(key, quota)
+
+
+@dataclass(frozen=True, slots=True)
 class Caller:
-    """Who sent a request, worked out once (by the request middleware, before routing) and passed on in
+    """Who sent a request, worked out once by the gate before routing and passed on in
     ``scope["state"]["caller"]``: every route, tool and log line that needs the caller reads this.
 
-    ``ip`` is the canonical address (``None`` without a socket peer, e.g. a
-    Unix socket); ``key`` is its rate-limit bucket (the IPv4 address, or the
-    IPv6 /64; ``key:<name>`` for a request made with an API key).
-
-    With ``IPINTEL_API_KEYS_FILE`` (docs/API.md#authentication): ``api_key`` is the name of the key the request
-    presented (never the key), ``limits`` that key's own rate limiter when its line gives limits, else ``None``
-    (the server's limiter)."""
+    ``ip`` is the canonical address (``None`` without a socket peer); ``key`` its rate-limit bucket (the IPv4
+    address, the IPv6 /64, or ``key:<name>`` with an API key); ``api_key`` the name of the key presented (never
+    the key); ``buckets`` where its tokens come from (``None``: limits are off)."""
 
     ip: str | None
     key: str
     api_key: str | None = None
-    limits: OwnLimits | None = None
+    buckets: Buckets | None = None
+
+    async def spend(self, quota: Quota) -> None:
+        """Spend one more token of ``quota`` beyond the request's own (docs/API.md#rate-limits): an MCP
+        ``tools/call`` its tool's, a profile or batch one per address and part that asks an upstream. A spent
+        quota raises ``rate_limited``, which is answered in that tool's or part's place."""
+        buckets = self.buckets
+        if buckets is None:
+            return
+        decision = await buckets.take(self.key, quota)
+        if not decision.allowed:
+            wait = max(1, math.ceil(decision.retry_after or 1))
+            raise ApiError(
+                "rate_limited",
+                f"the {quota} rate limit is spent; call again in {wait} s",
+                headers={"Retry-After": str(wait)},
+            )
 
 
 def caller_of(scope: Mapping[str, Any]) -> Caller:

@@ -8,7 +8,6 @@ wrapper: on a cached answer each layer is a measurable share of the time.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -17,10 +16,10 @@ from starlette.datastructures import Headers
 from starlette.types import Scope
 
 from ipintel.errors import ApiError
-from ipintel.infra.limiter import WINDOW, Decision, Quota, RateLimiter, Spend, client_key, spend_nothing
+from ipintel.infra.limiter import WINDOW, Decision, Quota, RateLimiter, client_key
 from ipintel.infra.memo import BoundedMemo
 from ipintel.infra.shared import SharedRateLimiter
-from ipintel.web.client import Caller, Network, client_address
+from ipintel.web.client import Buckets, Caller, Network, client_address
 from ipintel.web.routing import first_segment, path_pattern
 
 if TYPE_CHECKING:
@@ -32,10 +31,6 @@ _PATH_MEMO_LENGTH = 256  # longer paths are matched every time, not remembered
 
 # A route pattern and the quota its requests spend (None: not limited).
 Rule = tuple[str, Quota | None]
-
-# Paths that are always limited in the general quota even without a matching
-# route yet: the MCP endpoint answers on both spellings, without a redirect (docs/MCP.md).
-MCP_RULES: tuple[Rule, ...] = (("/mcp", Quota.GENERAL), ("/mcp/", Quota.GENERAL))
 
 
 class PathQuotas:
@@ -75,18 +70,15 @@ class PathQuotas:
 
 
 class RateLimitGate:
-    """What rate limiting decides for one request, without the ASGI plumbing:
-    resolves the caller's address (docs/API.md#client-address), stores it in
-    ``scope["state"]["caller"]`` (:class:`~ipintel.web.client.Caller`), and
-    spends a token of the path's quota. With ``limiter=None`` (limits off)
-    only the caller is resolved.
+    """Resolves each request's :class:`~ipintel.web.client.Caller` once, before routing: its address
+    (docs/API.md#client-address), its API key when keys are on (docs/API.md#authentication), and the buckets its
+    tokens come from; stores it in ``scope["state"]["caller"]`` and spends the token of the path's quota.
+    Adapters spend further tokens with :meth:`Caller.spend <ipintel.web.client.Caller.spend>`.
 
-    ``shared``: the buckets in Redis (``IPINTEL_REDIS_URL``). The middleware then awaits
-    :meth:`admit_shared`; without it, :meth:`admit` decides synchronously, as fast as ever.
-
-    ``keys``: the API keys (``IPINTEL_API_KEYS_FILE``, docs/API.md#authentication), checked before a token
-    is spent: a request without a valid key raises :class:`~ipintel.web.api_keys.Unauthorized`, which the
-    middleware answers 401; an accepted one spends from its key's buckets (``key:<name>``)."""
+    ``limiter=None``: limits are off, only the caller is resolved. ``shared``: the buckets in Redis
+    (``IPINTEL_REDIS_URL``); the middleware then awaits :meth:`admit_shared`, else :meth:`admit` decides
+    synchronously. ``keys``: a request to a limited path without a valid key raises
+    :class:`~ipintel.web.credentials.Unauthorized` before any token of its own is spent."""
 
     def __init__(
         self,
@@ -97,17 +89,18 @@ class RateLimitGate:
         shared: SharedRateLimiter | None = None,
         keys: ApiKeys | None = None,
     ) -> None:
-        self.limiter = limiter
         self.keys = keys
         self.shared = shared if limiter is not None else None
-        self.rules = PathQuotas(rules)
+        self.buckets = Buckets(limiter, self.shared) if limiter is not None else None  # the server's
+        self.rules = PathQuotas(rules)  # compiled once: which paths are limited, and need a key
         self.trusted_proxies = tuple(trusted_proxies)
         # Without trusted proxies the caller is a function of the socket peer
         # alone: remember it for recent peers.
         self._peers: BoundedMemo[str | None, Caller] = BoundedMemo(_PEER_MEMO)
 
     def _caller(self, scope: Scope) -> Caller:
-        """The caller's canonical address (docs/API.md#client-address) and its rate-limit key."""
+        """The caller's canonical address (docs/API.md#client-address), its rate-limit key and the server's
+        buckets."""
         client = scope.get("client")
         peer = client[0] if client else None
         if not self.trusted_proxies:
@@ -115,21 +108,22 @@ class RateLimitGate:
             if known is not None:
                 return known
         ip = client_address(peer, Headers(scope=scope), self.trusted_proxies)
-        caller = Caller(str(ip) if ip is not None else None, client_key(ip))
+        caller = Caller(str(ip) if ip is not None else None, client_key(ip), buckets=self.buckets)
         if not self.trusted_proxies:
             self._peers[peer] = caller
         return caller
 
     def _limited(self, scope: Scope) -> tuple[Caller, Quota | None]:
-        """The request's caller (authenticated when keys are on, before any token is spent:
-        docs/API.md#authentication) and the quota it spends (``None``: not limited)."""
-        caller = self._caller(scope)
-        scope.setdefault("state", {})["caller"] = caller
-        if self.keys is not None:
-            caller = scope["state"]["caller"] = self.keys.authenticate(scope, caller)
+        """The request's caller (authenticated on a limited path when keys are on, before any token is spent)
+        and the quota it spends (``None``: not limited)."""
+        state = scope.setdefault("state", {})
+        caller = state["caller"] = self._caller(scope)
         if scope["method"] == "OPTIONS":  # CORS preflights are free: a browser sends one before real requests
             return caller, None
-        return caller, self.rules.quota_of(scope["path"])
+        quota = self.rules.quota_of(scope["path"])
+        if quota is not None and self.keys is not None:
+            caller = state["caller"] = self.keys.authenticate(scope, caller)
+        return caller, quota
 
     def admit(self, scope: Scope) -> Decision | None:
         """Spend the request's token: the decision, or ``None`` when the request is not limited.
@@ -138,34 +132,34 @@ class RateLimitGate:
         limited like any request, and once the address's bucket is empty the answer is 429, not 401."""
         try:
             caller, quota = self._limited(scope)
-        except ApiError as refusal:  # Unauthorized (web.api_keys imports this module)
-            if refusal.code != "unauthorized" or self.limiter is None:
+        except ApiError as refusal:  # Unauthorized
+            if refusal.code != "unauthorized" or self.buckets is None:
                 raise
-            decision = self.limiter.take(scope["state"]["caller"].key, Quota.GENERAL)
+            decision = self.buckets.local.take(scope["state"]["caller"].key, Quota.GENERAL)
             if decision.allowed:
                 raise
             return decision
-        limiter = self.limiter if caller.limits is None else caller.limits.local  # a key's own limits
-        if limiter is None or quota is None:
+        buckets = caller.buckets
+        if buckets is None or quota is None:
             return None
-        return limiter.take(caller.key, quota)
+        return buckets.local.take(caller.key, quota)
 
     async def admit_shared(self, scope: Scope) -> Decision | None:
-        """:meth:`admit` with the bucket in Redis (one round trip; the in-process bucket when Redis is not
+        """:meth:`admit` with the buckets in Redis (one round trip; the in-process bucket when Redis is not
         available)."""
         try:
             caller, quota = self._limited(scope)
         except ApiError as refusal:
-            if refusal.code != "unauthorized" or self.shared is None:
+            if refusal.code != "unauthorized" or self.buckets is None:
                 raise
-            decision = await self.shared.take(scope["state"]["caller"].key, Quota.GENERAL)
+            decision = await self.buckets.take(scope["state"]["caller"].key, Quota.GENERAL)
             if decision.allowed:
                 raise
             return decision
-        shared = self.shared if caller.limits is None else caller.limits.shared  # a key's own limits
-        if shared is None or quota is None:
+        buckets = caller.buckets
+        if buckets is None or quota is None:
             return None
-        return await shared.take(caller.key, quota)
+        return await buckets.take(caller.key, quota)
 
 
 def rate_limit_headers(decision: Decision) -> list[tuple[bytes, bytes]]:
@@ -200,38 +194,3 @@ def rate_limited(decision: Decision) -> ApiError:
         f"rate limit of {decision.limit} requests per minute for {decision.quota} routes exceeded; "
         f"retry in {decision.retry_after} s",
     )
-
-
-def quota_spender(limiter: RateLimiter | SharedRateLimiter | None, key: str) -> Spend:
-    """Spends one token of a quota for the caller ``key``, beyond the request's own token
-    (docs/API.md#rate-limits): an MCP ``tools/call`` spends its tool's quota, a profile or a batch one
-    token per address and part that asks an upstream. A spent quota raises ``rate_limited``, which
-    the caller answers in that tool's or part's place. ``limiter`` is ``None`` when limits are off,
-    a :class:`SharedRateLimiter` when the buckets are in Redis (``app.state.limiter`` either way)."""
-    if limiter is None:
-        return spend_nothing
-
-    if isinstance(limiter, SharedRateLimiter):
-        shared = limiter
-
-        async def spend(quota: Quota) -> None:
-            _spent(await shared.take(key, quota), quota)
-
-        return spend
-
-    local = limiter
-
-    async def spend_locally(quota: Quota) -> None:
-        _spent(local.take(key, quota), quota)
-
-    return spend_locally
-
-
-def _spent(decision: Decision, quota: Quota) -> None:
-    if not decision.allowed:
-        wait = max(1, math.ceil(decision.retry_after or 1))
-        raise ApiError(
-            "rate_limited",
-            f"the {quota} rate limit is spent; call again in {wait} s",
-            headers={"Retry-After": str(wait)},
-        )

@@ -38,11 +38,9 @@ from ipintel.api.mcp.protocol import (
 from ipintel.api.mcp.tools import TOOLS, CallContext, ToolSet
 from ipintel.encoding import dumps
 from ipintel.errors import ApiError
-from ipintel.schema_files import embeddable_schema
-from ipintel.web.api_keys import limiter_for
+from ipintel.infra.limiter import Quota
 from ipintel.web.body import NotJson, read_json
 from ipintel.web.client import caller_of
-from ipintel.web.gate import quota_spender
 from ipintel.web.responses import RawResponse, rpc_error
 
 if TYPE_CHECKING:
@@ -54,6 +52,9 @@ log = logging.getLogger("ipintel.mcp")
 # Both spellings answer, without a redirect (docs/MCP.md); the request middleware answers their failures as
 # JSON-RPC errors.
 PATHS = frozenset({"/mcp", "/mcp/"})
+# Every request to them spends a general token (and needs an API key when keys are on); a tools/call spends its
+# tool's quota besides.
+RULES = tuple((path, Quota.GENERAL) for path in sorted(PATHS))
 
 # Headers a browser client may send (preflight) and read (CORS). Mcp-Session-Id is
 # allowed although this server never issues one: clients that echo it must not fail.
@@ -187,8 +188,7 @@ class McpEndpoint:
 
     def _context(self, request: Request) -> CallContext:
         caller = caller_of(request.scope)
-        spend = quota_spender(limiter_for(caller, request.app.state.limiter), caller.key)  # a key's own limits
-        return CallContext(caller_ip=caller.ip, spend=spend, request_id=request.scope["state"].get("request_id"))
+        return CallContext(caller_ip=caller.ip, spend=caller.spend, request_id=request.scope["state"].get("request_id"))
 
     @staticmethod
     def _reply(answer: Any, sse: bool, headers: dict[str, str], status: int = 200) -> RawResponse:
@@ -221,165 +221,4 @@ def _status(answer: Any, modern: bool) -> int:
 def routes(intel: Intel, settings: Settings) -> list[BaseRoute]:
     """``/mcp`` and ``/mcp/``, both answering (no redirect)."""
     endpoint = McpEndpoint(intel, settings)
-    return [Route(path, endpoint, name=f"mcp{i}") for i, path in enumerate(PATHS)]
-
-
-# OpenAPI -------------------------------------------------------------------------
-
-_COMPONENTS = {
-    "McpRequest": "mcp/request",
-    "McpNotification": "mcp/notification",
-    "McpResponse": "mcp/response",
-    "McpBatch": "mcp/batch",
-}
-
-
-def openapi_components() -> dict[str, Any]:
-    """The envelope schemas, for ``components.schemas`` of the OpenAPI document."""
-    return {component: embeddable_schema(name) for component, name in _COMPONENTS.items()}
-
-
-def _rpc_error(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
-    response: dict[str, Any] = {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/McpResponse"}}},
-    }
-    if headers:
-        response["headers"] = headers
-    return response
-
-
-OPENAPI_PATHS: dict[str, Any] = {
-    "/mcp": {
-        "post": {
-            "operationId": "mcp",
-            "summary": "MCP tool endpoint (JSON-RPC 2.0, Streamable HTTP without sessions)",
-            "description": (
-                "Model Context Protocol for AI clients: tools/list and tools/call of lookup_ip, whois_ip, "
-                "lookup_dns, check_blacklist, detect_vpn, calculate_cidr, profile_ip, lookup_ips and lookup_asn, "
-                "the same capabilities and caches as "
-                "the REST routes; resources/list and resources/read of ui://ipintel/profile, the profile card of "
-                "the MCP Apps extension (io.modelcontextprotocol/ui). Two eras on one endpoint, decided per request. 2026-07-28: a request carries "
-                "params._meta['io.modelcontextprotocol/protocolVersion'] and clientCapabilities, and the headers "
-                "MCP-Protocol-Version, Mcp-Method and (tools/call) Mcp-Name, which must agree with the body; "
-                "server/discover lists the versions; results carry resultType and _meta with the server's "
-                "identity; refusals are 400 (-32700, -32600, -32602, -32020 header mismatch, -32022 unsupported "
-                "version with data.supported) or 404 (-32601); one message per POST. 2025-11-25, 2025-06-18, "
-                "2025-03-26 and 2024-11-05: initialize and ping, batches of at most 20, JSON-RPC errors with "
-                "HTTP 200. A request is 2026-07-28 when its _meta names a version or its MCP-Protocol-Version "
-                "header names anything but those four. Stateless: no Mcp-Session-Id; GET and DELETE answer 405. "
-                "A client that accepts only text/event-stream gets a 200 answer as one SSE event. /mcp/ answers "
-                "too. A tools/call also spends a token of its tool's rate-limit scope (lookup_dns: dns; whois_ip, "
-                "lookup_asn and check_blacklist: registry); a spent scope is an isError result with code rate_limited. "
-                "See docs/MCP.md."
-            ),
-            "parameters": [
-                {
-                    "name": "MCP-Protocol-Version",
-                    "in": "header",
-                    "required": False,
-                    "description": "The revision the request speaks (required by 2025-06-18 and later)",
-                    "schema": {"type": "string", "examples": ["2026-07-28", "2025-11-25"]},
-                },
-                {
-                    "name": "Mcp-Method",
-                    "in": "header",
-                    "required": False,
-                    "description": "2026-07-28: the request's method, as in the body",
-                    "schema": {"type": "string", "examples": ["tools/call"]},
-                },
-                {
-                    "name": "Mcp-Name",
-                    "in": "header",
-                    "required": False,
-                    "description": "2026-07-28, tools/call: the tool's name (resources/read: the URI), plain or as =?base64?…?=",
-                    "schema": {"type": "string", "examples": ["calculate_cidr"]},
-                },
-            ],
-            "tags": ["mcp"],
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {
-                            "anyOf": [
-                                {"$ref": "#/components/schemas/McpRequest"},
-                                {"$ref": "#/components/schemas/McpNotification"},
-                                {"$ref": "#/components/schemas/McpResponse"},
-                                {"$ref": "#/components/schemas/McpBatch"},
-                            ]
-                        }
-                    }
-                },
-            },
-            "responses": {
-                "200": {
-                    "description": "The answer: a JSON-RPC response, or an array of them for a batch",
-                    "headers": {
-                        name: {"$ref": f"#/components/headers/{name}"}
-                        for name in ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy")
-                    },
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "anyOf": [
-                                    {"$ref": "#/components/schemas/McpResponse"},
-                                    {"type": "array", "items": {"$ref": "#/components/schemas/McpResponse"}},
-                                ]
-                            }
-                        },
-                        "text/event-stream": {
-                            "schema": {"type": "string", "description": "one event: message, data: the JSON answer"}
-                        },
-                    },
-                },
-                "202": {"description": "Only notifications or responses were posted: nothing to answer, empty body"},
-                "400": _rpc_error(
-                    "2026-07-28: the request was refused before it was answered: not JSON (-32700), not one "
-                    "well-formed request (-32600), _meta keys or params missing or wrong (-32602), routing headers "
-                    "missing or disagreeing with the body (-32020), or a version this server does not speak "
-                    "(-32022, data.supported lists every version)"
-                ),
-                "404": _rpc_error("2026-07-28: the method is not offered, or was removed in that revision (-32601)"),
-                "403": _rpc_error("The Origin is not in IPINTEL_MCP_ALLOWED_ORIGINS (code -32000)"),
-                "405": _rpc_error(
-                    "Not POST (code -32000)", {"Allow": {"schema": {"type": "string"}, "description": "POST"}}
-                ),
-                "413": _rpc_error("The body is over IPINTEL_MAX_BODY_BYTES (code -32000)"),
-                "415": _rpc_error("The body is not application/json (code -32000)"),
-                "429": _rpc_error(
-                    "The general rate limit is spent (code -32000)",
-                    {"Retry-After": {"$ref": "#/components/headers/Retry-After"}},
-                ),
-            },
-            "x-rate-limit-scope": "general",
-        },
-        # The preflight is documented so that a client (and the fuzzer) knows what it answers. GET and
-        # DELETE are not: they are not offered (405, as for any undocumented method), and Allow lists
-        # exactly the documented methods.
-        "options": {
-            "operationId": "mcpPreflight",
-            "summary": "CORS preflight of /mcp",
-            "description": (
-                "What a browser asks before a cross-origin POST. Answered for an allowed Origin (or none); "
-                "not rate limited."
-            ),
-            "tags": ["mcp"],
-            "responses": {
-                "204": {
-                    "description": "POST may be sent: the allowed methods and headers, cacheable for 600 s",
-                    "headers": {
-                        name: {"schema": {"type": "string"}}
-                        for name in (
-                            "Allow",
-                            "Access-Control-Allow-Methods",
-                            "Access-Control-Allow-Headers",
-                            "Access-Control-Max-Age",
-                        )
-                    },
-                },
-                "403": _rpc_error("The Origin is not in IPINTEL_MCP_ALLOWED_ORIGINS (code -32000)"),
-            },
-        },
-    }
-}
+    return [Route(path, endpoint, name=f"mcp{i}") for i, path in enumerate(sorted(PATHS))]

@@ -7,8 +7,6 @@ asks for OpenMetrics (``Accept: application/openmetrics-text``) gets it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from prometheus_client.exposition import choose_encoder
 from starlette.requests import Request
 from starlette.responses import Response
@@ -23,25 +21,3 @@ async def metrics(request: Request) -> Response:
 
 def routes() -> list[BaseRoute]:
     return [Route("/metrics", metrics, methods=["GET"])]
-
-
-OPENAPI_PATHS: dict[str, Any] = {
-    "/metrics": {
-        "get": {
-            "operationId": "metrics",
-            "summary": "Prometheus metrics",
-            "description": (
-                "Requests by route template and status with latency histograms, cache hits/misses/evictions, "
-                "rate-limit rejections by scope, upstream calls by source and outcome with latency, feed ages, "
-                "GeoIP database build dates and reloads, process figures. Not rate limited."
-            ),
-            "tags": ["operations"],
-            "responses": {
-                "200": {
-                    "description": "Prometheus text exposition format 0.0.4 (OpenMetrics when asked for)",
-                    "content": {"text/plain": {"schema": {"type": "string"}}},
-                }
-            },
-        }
-    }
-}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -90,45 +89,3 @@ def routes() -> list[BaseRoute]:
         Route("/docs/init.js", docs_init, methods=["GET"]),
         Mount("/docs/assets", StaticFiles(directory=swagger_ui_assets()), name="docs-assets"),
     ]
-
-
-def _health(description: str) -> dict[str, Any]:
-    """A 200 answering ``{"data": <health>}``."""
-    return {
-        "description": description,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["data"],
-                    "properties": {"data": {"$ref": "#/components/schemas/health"}},
-                }
-            }
-        },
-    }
-
-
-OPS_PATHS = {
-    "/healthz": {
-        "get": {
-            "operationId": "healthz",
-            "summary": "Liveness",
-            "tags": ["operations"],
-            "responses": {"200": _health("The process is alive")},
-        }
-    },
-    "/readyz": {
-        "get": {
-            "operationId": "readyz",
-            "summary": "Readiness: 200 when the GeoIP database is loaded",
-            "tags": ["operations"],
-            "responses": {
-                "200": _health("Ready, with the state of each database and feed"),
-                "503": {
-                    "description": "Error codes: `geoip_unavailable`",
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-                },
-            },
-        }
-    },
-}

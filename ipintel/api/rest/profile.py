@@ -10,18 +10,15 @@ from ipintel.api.rest.endpoint import Endpoint, path_param, query_param, query_p
 from ipintel.errors import ApiError
 from ipintel.infra.limiter import Quota, Spend
 from ipintel.service import Intel
-from ipintel.web.api_keys import limiter_for
 from ipintel.web.body import read_json
 from ipintel.web.client import caller_of
-from ipintel.web.gate import quota_spender
 
 _PARTS = "geo, vpn, whois, blacklist, ptr"
 
 
 def _spender(request: Request) -> Spend:
     """Each part that asks an upstream spends a token of its own quota, per address (docs/API.md#rate-limits)."""
-    caller = caller_of(request.scope)
-    return quota_spender(limiter_for(caller, request.app.state.limiter), caller.key)  # a key's own limits
+    return caller_of(request.scope).spend
 
 
 async def profile(request: Request, intel: Intel) -> dict[str, Any]:
