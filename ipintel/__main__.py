@@ -138,18 +138,9 @@ class _WorkerField(logging.Filter):
 
 
 async def serve_until_signalled(app: Any, config: Config, *, parent: int | None = None) -> None:
-    """Serve until SIGTERM or SIGINT, then shut down gracefully; SIGHUP reloads the databases and the API key
-    file.
-
-    On SIGTERM hypercorn stops accepting at once (the listening socket is
-    closed), lets the requests in flight finish for up to
-    ``config.graceful_timeout`` seconds, then runs the lifespan shutdown,
-    which closes the upstream sessions. Kubernetes sends SIGTERM after the
-    preStop hook, once the endpoints controller has had time to take the pod
-    out of the Service, so no new request should arrive by then anyway.
-
-    ``parent``: the supervisor's process id, for a worker: when it is gone
-    (killed outright, so it could not stop this worker) the worker stops too."""
+    """Serve until SIGTERM or SIGINT, then drain the requests in flight for up to ``config.graceful_timeout``
+    seconds and run the lifespan shutdown (docs/DEPLOYMENT.md#kubernetes--kubectl-apply--k); SIGHUP reloads the
+    databases and the API key file. ``parent``: a worker's supervisor, whose end stops the worker too."""
     from hypercorn.asyncio import serve
 
     loop = asyncio.get_running_loop()
@@ -173,6 +164,7 @@ async def serve_until_signalled(app: Any, config: Config, *, parent: int | None 
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
+    # A supervisor killed outright could not stop its workers: each stops itself once its parent is gone.
     async def watch_parent(pid: int) -> None:
         while os.getppid() == pid:  # a check a second; reparented once the supervisor is gone
             with contextlib.suppress(TimeoutError):

@@ -134,19 +134,9 @@ class RequestCollector(Collector):
 
 
 class StateCollector(Collector):
-    """Reads the components' own counters at scrape time. Each is read with ``getattr`` and a default, so a
-    component that is absent (rate limits off) simply exports no series.
-
-    The attribute names read, all optional:
-    ``intel.upstream_stats.calls`` (``Counter[(source, outcome)]``),
-    ``intel.caches`` (name -> object with ``stats()`` giving ``hits``,
-    ``misses``, ``evictions``, ``coalesced``, ``entries``, ``max_entries``),
-    ``limiter.stats()`` (scope -> ``limit``, ``rejections``, ``tracked``,
-    ``evictions``) or else ``limiter.rejections`` (scope -> count),
-    ``intel.feed_health()`` (name -> ``status``, ``ageSeconds``, ``prefixes``),
-    ``intel.dnsbl_zones`` with ``intel.dnsbl_tests.state(zone)`` (``.verdict``),
-    ``intel.databases.all()`` (objects with ``kind``, ``loaded``,
-    ``build_epoch``), ``watcher.reloads`` (``Counter[(kind, outcome)]``)."""
+    """Reads the components' own counters at scrape time. Each part reads its component's attributes
+    (``intel.caches``, ``limiter.stats()``, ``intel.feed_health()``...) with ``getattr`` and a default, so a
+    component that is absent (rate limits off) simply exports no series."""
 
     def __init__(self, intel: Any, *, limiter: Any = None, watcher: Any = None) -> None:
         self.intel = intel
@@ -176,7 +166,7 @@ class StateCollector(Collector):
         yield info
 
     def _upstreams(self) -> Iterator[Metric]:
-        calls = getattr(getattr(self.intel, "upstream_stats", None), "calls", None)
+        calls = getattr(getattr(self.intel, "upstream_stats", None), "calls", None)  # Counter[(source, outcome)]
         if not isinstance(calls, Mapping):
             return
         family = CounterMetricFamily(
@@ -187,7 +177,7 @@ class StateCollector(Collector):
         yield family
 
     def _caches(self) -> Iterator[Metric]:
-        caches = getattr(self.intel, "caches", None)
+        caches = getattr(self.intel, "caches", None)  # name -> an object whose stats() gives the keys of _CACHE_STATS
         if not isinstance(caches, Mapping):
             return
         yield from _stat_families(

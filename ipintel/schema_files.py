@@ -27,16 +27,9 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 def embeddable_schema(name: str) -> dict[str, Any]:
-    """A fresh, self-contained copy of a schema file to nest inside another document or to validate with.
-
-    Without ``$schema`` and ``$id``: an ``$id`` inside an OpenAPI component or
-    a tool's schema would make a validator register the same id twice (Ajv,
-    used by the MCP Inspector, refuses to compile that), and ``$schema`` is
-    only allowed at a root. A reference to another file (``"$ref":
-    "geoip.json"``, or ``"error.json#/properties/error"`` for a part of one)
-    is replaced by that file's schema, so that no reader has to fetch or
-    register anything: a composite answer (a profile) is described by the same
-    files as its parts, and an MCP client gets one schema it can compile."""
+    """A fresh, self-contained copy of a schema file to nest inside another document or to validate with:
+    without ``$schema`` and ``$id``, and with every reference to another file (``"$ref": "geoip.json"``,
+    ``"error.json#/properties/error"``) replaced by that file's schema (or the part it points at)."""
     copied: dict[str, Any] = orjson.loads(orjson.dumps(_embedded(name)))  # JSON: several times faster than deepcopy
     return copied
 
@@ -51,6 +44,8 @@ def _resolved(name: str, chain: tuple[str, ...]) -> dict[str, Any]:
     if name in chain:
         raise ValueError(f"schema {chain[0]} refers to itself through {' -> '.join((*chain, name))}")
     embedded = copy.deepcopy(load_schema(name))
+    # An $id inside an OpenAPI component or a tool's schema would make a validator register the same id twice
+    # (Ajv, used by the MCP Inspector, refuses to compile that), and $schema is only allowed at a root.
     embedded.pop("$schema", None)
     embedded.pop("$id", None)
     inlined: dict[str, Any] = _inline(embedded, name.rpartition("/")[0], (*chain, name))
@@ -63,6 +58,8 @@ def _inline(node: Any, folder: str, chain: tuple[str, ...]) -> Any:
         return [_inline(item, folder, chain) for item in node]
     if not isinstance(node, dict):
         return node
+    # Inlined so that no reader has to fetch or register anything: a composite answer (a profile) is described by
+    # the same files as its parts, and an MCP client gets one schema it can compile.
     ref = node.get("$ref")
     if isinstance(ref, str) and not ref.startswith("#"):
         file, _, pointer = ref.partition("#")

@@ -1,13 +1,8 @@
 """Autonomous-system data for an address: the seam GeoIP and VPN detection share.
 
-Two sources answer the same question: an ASN ``.mmdb`` (GeoLite2-ASN, DB-IP
-ASN Lite, IPinfo Lite) when one is configured, otherwise Team Cymru's DNS
-interface (``ipintel.capabilities.cymru``). Callers see only :class:`AsnSource`.
-
-The other way round, AS -> networks (``prefixes`` of ``GET /asn/:asn``,
-docs/API.md#as-record), needs the whole file: :class:`AsnPrefixes` walks an
-ASN ``.mmdb`` once when it loads or reloads, in a background thread (seconds for
-a large file: it must not delay start-up).
+:class:`AsnSource` answers an address's AS from an ASN ``.mmdb``, else Team Cymru's DNS interface
+(:mod:`ipintel.capabilities.cymru`); :class:`AsnPrefixes` is the other way round, AS -> networks, for
+``GET /asn/:asn`` (docs/API.md#as-record).
 """
 
 from __future__ import annotations

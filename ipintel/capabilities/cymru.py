@@ -1,28 +1,8 @@
-"""ASN data from Team Cymru's IP-to-ASN DNS interface, when no ASN ``.mmdb`` is configured.
+"""ASN data from Team Cymru's IP-to-ASN DNS interface (https://www.team-cymru.com/ip-asn-mapping), when no ASN
+``.mmdb`` is configured (docs/API.md#geoip).
 
-Two TXT lookups through the shared resolver (https://www.team-cymru.com/ip-asn-mapping):
-
-- ``<reversed address>.origin.<zone>`` (``origin6`` with nibbles for IPv6)
-  gives the announcing AS and the announced prefix:
-  ``"15169 | 8.8.8.0/24 | US | arin | 2023-12-28"``. An address covered by
-  several announcements has several records (or several ASNs in one): the
-  most specific prefix wins, then the first ASN listed.
-- ``AS<n>.<zone>`` gives the AS's name:
-  ``"15169 | US | arin | 2000-03-30 | GOOGLE - Google LLC, US"``; the
-  organisation is the part after the handle, without the country suffix
-  (``Google LLC``).
-
-Answers are cached 24 h (docs/API.md#caching) in bounded TTL caches held by the
-source: origins per announced prefix (every address of 8.8.8.0/24 is then
-answered without a query), names per ASN, and "not announced" per address.
-Failures are not cached, and never raised: an ASN is a garnish on the GeoIP
-record, whose fields then stay null.
-
-With a shared store (``IPINTEL_REDIS_URL``, :mod:`ipintel.infra.shared`) the three caches have Redis behind
-them: a local miss asks Redis once (one MGET: the address's covering prefixes of every length an
-announcement can have, /8-/32 and /16-/64, its "not announced" mark, or the AS's name) before Team Cymru,
-and what Team Cymru answers is stored in both, with its expiry, so another process asks Team Cymru
-nothing for the same prefix or AS.
+Two TXT lookups through the shared resolver, an address's origin and its AS's name, cached 24 h in process and,
+with a shared store, in Redis too (docs/API.md#caching, docs/API.md#shared-state).
 """
 
 from __future__ import annotations
@@ -87,7 +67,9 @@ def origin_name(ip: IPAddress, zone: str) -> str:
 
 
 def parse_origin(texts: list[str], ip: IPAddress) -> Origin | None:
-    """The most specific announcement covering ``ip`` among origin TXT strings."""
+    """The most specific announcement covering ``ip`` among origin TXT strings
+    (``"15169 | 8.8.8.0/24 | US | arin | 2023-12-28"``), with the first ASN it lists."""
+    # An address covered by several announcements has several records, or several ASNs in one.
     best: Origin | None = None
     for text in texts:
         fields = [f.strip() for f in text.split("|")]
@@ -106,7 +88,8 @@ def parse_origin(texts: list[str], ip: IPAddress) -> Origin | None:
 
 
 def parse_as_name(texts: list[str], asn: int) -> str | None:
-    """The AS's name field (the 5th) from ``AS<n>`` TXT strings, for this ASN."""
+    """The AS's name field (the 5th) from ``AS<n>`` TXT strings, for this ASN
+    (``"15169 | US | arin | 2000-03-30 | GOOGLE - Google LLC, US"``)."""
     for text in texts:
         fields = [f.strip() for f in text.split("|", 4)]  # the name itself may hold a "|"
         if len(fields) == 5 and fields[0] == str(asn):
@@ -250,6 +233,7 @@ class CymruAsnSource:
     async def _shared_origin(self, ip: IPAddress, shared: SharedStore) -> tuple[bool, int | None]:
         """``(True, asn)`` for a covering announcement in the shared store (the most specific), ``(True,
         None)`` when it says "not announced", ``(False, None)`` when it knows nothing (or is unavailable)."""
+        # One MGET: every covering prefix an announcement can have, and the address's "not announced" mark.
         prefixes = [ipaddress.ip_network((ip, length), strict=False) for length in _SHARED_LENGTHS[ip.version]]
         shared_prefix = self._shared_prefix
         keys = [f"{shared_prefix}unannounced:{ip}", *(f"{shared_prefix}origin:{prefix}" for prefix in prefixes)]

@@ -1,22 +1,7 @@
 """DNS lookups (docs/API.md#dns): records of a name, and the PTR records of an address.
 
-The capability receives the shared :class:`~ipintel.infra.resolver.Resolver`
-and canonical input (an A-label domain, a parsed address); it turns the
-resolver's outcomes into the answers and errors of docs/API.md#dns:
-
-====================  =========================================  ==========================
-resolver outcome      ``/dns/:domain``                           ``/dns/:ip/reverse``
-====================  =========================================  ==========================
-records               200 ``records``                            200 ``records`` (PTR)
-NODATA                200 ``records: []``                        200 ``records: []``
-NXDOMAIN              404 ``domain_not_found``                   200 ``records: []`` (1)
-SERVFAIL, REFUSED …   502 ``upstream_error``                     502 ``upstream_error``
-no answer in time     504 ``upstream_timeout``                   504 ``upstream_timeout``
-====================  =========================================  ==========================
-
-(1) An address without a PTR record usually has no name at all under
-``in-addr.arpa``/``ip6.arpa``, so its NXDOMAIN means "no PTR", not "no such
-address", and the route answers it with an empty list.
+They receive the shared :class:`~ipintel.infra.resolver.Resolver` and canonical input (an A-label domain, a
+parsed address), and turn the resolver's outcomes into the answers and errors docs/API.md#dns lists.
 """
 
 from __future__ import annotations
@@ -66,6 +51,8 @@ async def reverse(ip: IPAddress, *, resolver: Resolver) -> dict[str, Any]:
     try:
         records = await resolver.query(owner, "PTR")
     except NxDomain:
+        # An address without a PTR record usually has no name at all under in-addr.arpa/ip6.arpa, so its
+        # NXDOMAIN means "no PTR", not "no such address".
         records = []
     except ResolverError as exc:
         raise _upstream_failure(exc, f"{owner} PTR") from None

@@ -1,24 +1,8 @@
-"""Reading a ``.mmdb`` record, whatever its publisher's layout (docs/API.md#geoip).
+"""Reading a ``.mmdb`` record, whatever its publisher's layout (docs/CONFIGURATION.md#geoip-databases).
 
-The same facts come in four record layouts, and a file says which only by its
-records (``database_type`` is free text: ``GeoLite2-City``, ``DBIP-City-Lite``,
-``city``, ``ipinfo bundle_location_lite_sample.mmdb``), so each record is read
-by what it holds:
-
-- MaxMind GeoIP2/GeoLite2 and DB-IP Lite: nested objects
-  (``country.iso_code``, ``city.names.en``, ``subdivisions[0].names.en``,
-  ``location.latitude``...); ASN files ``autonomous_system_number`` and
-  ``autonomous_system_organization`` (GeoIP2-ISP adds ``isp``).
-- ip-location-db: flat (``country_code``, ``state1``, ``city``,
-  ``latitude``, ``longitude``, ``timezone``; empty strings for unknown);
-  its ASN files use MaxMind's two AS fields.
-- IPinfo Lite: flat country and AS in one record (``country_code``,
-  ``asn`` ``"AS15169"``, ``as_name``); IPinfo's older ``country_asn``
-  files call the code ``country``.
-
-:data:`NEEDS` says, per kind of database, which fields a file must give for
-the service to use it: a file none of whose sampled records gives one is
-refused (ipintel/infra/mmdb.py), rather than answering null fields.
+A record is read by what it holds: a file names its layout only in free text (``database_type``:
+``GeoLite2-City``, ``DBIP-City-Lite``, ``city``...). :data:`NEEDS` says what each kind of database must give;
+ipintel/infra/mmdb.py refuses a file none of whose sampled records gives it.
 """
 
 from __future__ import annotations

@@ -1,36 +1,8 @@
 """Everything about an address in one call, and many addresses in one request (docs/API.md#profile-and-batch).
 
-A *profile* is what five capabilities answer about one address, each part
-exactly the ``data`` its own route answers (same schema, same caches): the
-GeoIP record, the VPN verdict, the registry record, the blacklist check and
-the reverse-DNS names. The parts are asked concurrently, so an uncached
-profile costs about its slowest upstream, not their sum; a part that fails is
-its error object in its place and never fails the others.
-
-A *batch* is the profiles of many addresses, in the order given: a bad or
-reserved address is its own entry's error, and an address given twice (in
-any spelling) is looked up once. A batch never floods an upstream: at most
-:data:`ADDRESSES_IN_FLIGHT` addresses are worked on at once, at most
-:data:`~ipintel.infra.registry_gate.PER_HOST_IN_FLIGHT` RDAP lookups go to one
-registry at once, and a registry that answers 429 is not asked again for the
-rest of the batch (:class:`~ipintel.infra.registry_gate.RegistryGate`). Registries rate-limit hard, LACNIC most: asking
-again at once only prolongs the refusal.
-
-Rate limits stay honest: each part that asks an upstream spends one token of
-its own quota per address (the quota its single route spends), and a part
-whose token is not there is ``rate_limited`` in its place while the address's
-other parts are answered. Once a quota refused a token, the batch asks for no
-more of it until the bucket has one again: a refused spend is a round trip to
-Redis, and a spent quota stays spent for seconds.
-
-In a batch, GeoIP and VPN verdicts are *local*: answered from the databases,
-the feeds, the shipped lists and what the caches already hold, asking no
-upstream and spending nothing per address (issue 23: one token must not buy a
-thousand PTR and Team Cymru queries to name servers the caller picks). What a
-local answer could not consult is said in the answer: the verdict's
-``unchecked:<source>`` reasons and the profile's ``notConsulted``
-(docs/API.md#profile-and-batch). A single profile consults everything, for its
-request's token, as the routes of its parts do.
+A profile asks its parts (each the ``data`` of its own route) concurrently; a part that fails is its error
+object in its place. A batch is the profiles of many addresses, in the order given, each looked up once, within
+bounds on every upstream; its geo and vpn parts are local and say what they did not consult (``notConsulted``).
 """
 
 from __future__ import annotations
@@ -50,7 +22,7 @@ PART_NAMES: tuple[str, ...] = ("geo", "vpn", "whois", "blacklist", "ptr")
 # What a batch looks up when it does not say: the two local lookups, which cost no upstream and no token.
 BATCH_DEFAULT: tuple[str, ...] = ("geo", "vpn")
 
-# At most this many addresses of one batch are worked on at once (see the module docstring).
+# At most this many addresses of one batch are worked on at once: a batch never floods an upstream.
 ADDRESSES_IN_FLIGHT = 16
 # A batch of inline (local) parts gives the event loop to other requests after this many addresses.
 _INLINE_SLICE = 64
@@ -80,7 +52,8 @@ class Batch:
     spend: Spend = spend_nothing
     registries: RegistryGate = field(default_factory=RegistryGate)
     addresses: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(ADDRESSES_IN_FLIGHT))
-    # quota -> (monotonic time its bucket holds a token again, the refusal): not asked again before then.
+    # quota -> (monotonic time its bucket holds a token again, the refusal): not asked again before then, since a
+    # refused spend is a round trip to Redis and a spent quota stays spent for seconds.
     refused: dict[Quota, tuple[float, ApiError]] = field(default_factory=dict)
     # address -> the sources a local part could not consult for it (the profile's notConsulted).
     notes: dict[str, set[str]] = field(default_factory=dict)

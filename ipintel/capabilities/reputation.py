@@ -1,25 +1,8 @@
 """IP reputation databases over HTTP: the non-DNS source of a blacklist check (docs/API.md#blacklist).
 
-Each function asks one database about one address over the shared
-:class:`~ipintel.infra.upstream.HttpClient` and returns a
-:class:`SourceResult`. Like a DNSBL answer, a reputation answer only counts
-when it validates: anything that is not a success carrying the expected
-fields (an error JSON, an HTTP error, a timeout, a body that is not JSON) is
-``unavailable``, never ``clear``, because "the database said nothing" is not
-"the database says the address is clean".
-
-- **StopForumSpam** (the default; free, no key): ``GET <url>?ip=<ip>&json``
-  answers ``{"success": 1, "ip": {"appears": 0|1, "frequency": n,
-  "lastseen": "...", "confidence": x}}``. ``appears: 1`` is a listing; the
-  detail carries how often and how recently the address was reported and
-  StopForumSpam's own confidence, which decays with age.
-- **AbuseIPDB** v2 ``check`` (when ``IPINTEL_ABUSEIPDB_KEY`` is set): the key
-  travels in the ``Key`` header, never in the URL, so it cannot leak into
-  logs or error messages. ``data.abuseConfidenceScore`` (0-100) is
-  AbuseIPDB's confidence, in percent, that the address is abusive; the
-  address is ``listed`` from :data:`ABUSEIPDB_LISTED_AT` (50: "more likely
-  than not"), and the detail always carries the score so that a client can
-  apply a threshold of its own.
+Each function asks one database (StopForumSpam, or AbuseIPDB when keyed) about one address over the shared
+:class:`~ipintel.infra.upstream.HttpClient`; like a DNSBL answer, an answer that is not a success carrying the
+expected fields is ``unavailable``, never ``clear``.
 """
 
 from __future__ import annotations
@@ -37,7 +20,8 @@ Status = Literal["listed", "clear", "unavailable"]
 
 STOPFORUMSPAM_NAME = "stopforumspam.com"
 ABUSEIPDB_NAME = "abuseipdb.com"
-# The score from which AbuseIPDB's answer counts as a listing (see the module docstring).
+# The score (AbuseIPDB's confidence, in percent, that the address is abusive) from which its answer counts as a
+# listing: "more likely than not". The detail always carries the score, so a client can apply its own threshold.
 ABUSEIPDB_LISTED_AT = 50
 # Reports older than this are ignored by AbuseIPDB when it computes the score.
 ABUSEIPDB_MAX_AGE_DAYS = 90
@@ -94,7 +78,8 @@ class ReputationClient:
 
 
 async def stopforumspam(ip: ipaddress.IPv4Address, *, http: HttpClient, url: str, timeout: float) -> SourceResult:
-    """Ask a StopForumSpam-compatible API (``IPINTEL_REPUTATION_URL``) about ``ip``."""
+    """Ask a StopForumSpam-compatible API (``IPINTEL_REPUTATION_URL``) about ``ip``: it answers
+    ``{"success": 1, "ip": {"appears": 0|1, "frequency": n, "lastseen": "...", "confidence": x}}``."""
     name = STOPFORUMSPAM_NAME
     # ``json`` is a bare flag in StopForumSpam's API; ``ip`` is a canonical IPv4 address and needs no quoting.
     query_url = f"{url}{'&' if '?' in url else '?'}ip={ip}&json"
@@ -121,7 +106,7 @@ async def stopforumspam(ip: ipaddress.IPv4Address, *, http: HttpClient, url: str
     last_seen = entry.get("lastseen")
     if isinstance(last_seen, str) and last_seen:
         parts.append(f"last seen {last_seen[:40]}")
-    confidence = entry.get("confidence")
+    confidence = entry.get("confidence")  # StopForumSpam's own, which decays with age
     if isinstance(confidence, int | float) and not isinstance(confidence, bool):
         parts.append(f"confidence {confidence:g} %")
     return SourceResult(name, "listed", ", ".join(parts))
@@ -134,6 +119,7 @@ async def abuseipdb(ip: ipaddress.IPv4Address, *, http: HttpClient, url: str, ke
         name,
         http,
         url,
+        # The key travels in a header, never in the URL, so it cannot leak into logs or error messages.
         headers={"Key": key, "Accept": "application/json"},
         params={"ipAddress": str(ip), "maxAgeInDays": str(ABUSEIPDB_MAX_AGE_DAYS)},
         timeout=timeout,

@@ -1,14 +1,9 @@
 """Registry records over RDAP (RFC 9082/9083): ``GET /whois/:ip`` (docs/API.md#registry-rdap) and the
 registry part of ``GET /asn/:asn`` (docs/API.md#as-record).
 
-:func:`lookup` asks the IANA bootstrap which RDAP service is responsible for
-the address, queries ``<base>ip/<address>``, follows the registries'
-redirects (transferred space is answered by the RIR that holds it now) and
-maps the ``ip network`` object to our record. :func:`lookup_autnum` does the
-same for an AS number (``asn.json``, ``<base>autnum/<number>``, an ``autnum``
-object) through the same fetch and redirect policy. :func:`parse_network` and
-:func:`parse_autnum` are the pure part: they read what each RIR actually
-sends, which differs in ways documented next to each rule below.
+:func:`lookup` and :func:`lookup_autnum` find the registry in IANA's bootstrap, fetch its object (following
+redirects) and map it to our record; :func:`parse_network` and :func:`parse_autnum` are the pure part, with each
+RIR's differences commented at the rule that reads them.
 """
 
 from __future__ import annotations
@@ -198,22 +193,17 @@ def rir_of_host(host: object) -> str | None:
 
 
 def registry_of(answer: RdapAnswer) -> str | None:
-    """The RIR that answered last (docs/API.md#registry-rdap).
-
-    1. The host of the server that gave the final answer, when it is an RIR's.
-    2. Otherwise that answer's ``port43`` whois server (a mirror or proxy of an
-       RIR still names the RIR's whois host).
-    3. Otherwise the last RIR host on the redirect chain: LACNIC sends
-       Brazilian space to NIC.br (``rdap.registro.br``, port43
-       ``whois.nic.br``), a national registry under LACNIC, so LACNIC is the
-       RIR that answered last.
-    4. Otherwise ``None``."""
+    """The RIR that answered last (docs/API.md#registry-rdap): the final server's, else its ``port43`` whois
+    server's, else the last RIR host on the redirect chain; ``None`` when none is an RIR's."""
     final = rir_of_host(_host(answer.urls[-1]))
     if final is not None:
         return final
+    # A mirror or proxy of an RIR still names the RIR's whois host.
     by_port43 = rir_of_host(answer.document.get("port43"))
     if by_port43 is not None:
         return by_port43
+    # A national registry under an RIR: LACNIC sends Brazilian space to NIC.br (rdap.registro.br, port43
+    # whois.nic.br), so LACNIC is the RIR that answered last.
     for url in reversed(answer.urls[:-1]):
         rir = rir_of_host(_host(url))
         if rir is not None:
@@ -264,26 +254,11 @@ def parse_autnum(number: int, document: dict[str, Any], *, registry: str | None)
 
 
 def select_registrant(document: dict[str, Any]) -> str | None:
-    """The registrant organisation's name, by the rules each RIR needs.
-
-    Only the network's own (top-level) entities count: nested entities are
-    contacts of those entities, not of the network. Candidates are entities
-    with the role ``registrant``; the name is the vCard's ``fn``, else its
-    ``org``, read by property name (never by position: RIRs order them
-    differently). In order of preference:
-
-    - ARIN: the entity with role ``registrant`` and vCard kind ``org``
-      (since 2024 ARIN nests the POCs under it; they are ignored).
-    - RIPE NCC: the same, but RIPE also gives maintainers the ``registrant``
-      role; handles ending in ``-MNT`` are skipped.
-    - APNIC (since 2023): role ``registrant``, kind ``org``.
-    - LACNIC (and NIC.br): the registrant is often of kind ``individual``
-      while its ``fn`` is a company name; accepted after any ``org``.
-    - AFRINIC: role ``registrant`` when present (often there is none).
-    - Older APNIC and RIPE records have no registrant entity with a name, only
-      the network's ``descr`` lines, published as ``remarks`` titled
-      ``description``: their first line is the organisation.
-    """
+    """The registrant organisation's name (docs/API.md#registry-rdap): the best-ranked top-level entity with the
+    role ``registrant``, else the first line of the remark titled ``description``; ``None`` when neither."""
+    # Only the network's own (top-level) entities count: nested entities are contacts of those entities, not of
+    # the network (since 2024 ARIN nests its POCs under the registrant; they are ignored). RIPE NCC also gives
+    # its maintainers the registrant role: handles ending in -MNT are skipped. AFRINIC often has no registrant.
     candidates = [
         entity
         for entity in _list(document.get("entities"))
@@ -292,6 +267,7 @@ def select_registrant(document: dict[str, Any]) -> str | None:
     best: tuple[int, str] | None = None
     for entity in candidates:
         vcard = VCard.of(entity)
+        # Read by property name, never by position: RIRs order them differently.
         name = vcard.text("fn") or vcard.text("org")
         if name is None:
             continue
@@ -300,10 +276,14 @@ def select_registrant(document: dict[str, Any]) -> str | None:
             best = (rank, name)
     if best is not None:
         return best[1]
+    # Older APNIC and RIPE records have no registrant entity with a name, only the network's descr lines,
+    # published as remarks titled "description": their first line is the organisation.
     return _description_remark(document)
 
 
-# Registrant vCard kinds, most wanted first; any other kind (or none) comes after.
+# Registrant vCard kinds, most wanted first; any other kind (or none) comes after. ARIN, RIPE NCC and APNIC
+# (since 2023) give the registrant kind org; LACNIC's (and NIC.br's) is often individual while its fn is a
+# company name, so it is accepted after any org.
 _KIND_PREFERENCE = {"org": 0, "individual": 1}
 
 
@@ -335,21 +315,9 @@ _MAX_ENTITIES = 2000
 
 
 def select_abuse(document: dict[str, Any]) -> dict[str, str | None] | None:
-    """The abuse contact ``{email, phone, name}`` (docs/API.md#registry-rdap), or ``None`` when the
-    registry names none.
-
-    It is the entity with the role ``abuse`` anywhere in the entity tree: ARIN
-    nests it under the registrant organisation (and may repeat it at the top
-    level when the network has its own abuse POC); RIPE NCC and APNIC put it at
-    the top level (APNIC's IRT object); LACNIC gives one entity the roles
-    ``technical`` and ``abuse`` together. The tree is walked breadth first, so
-    the object's own contact wins over one nested under its registrant, and the
-    first abuse entity with an email or a telephone number wins over an earlier
-    one with only a name (NIC.br's often carry no vCard details). ``email``:
-    where a vCard lists several, the one typed ``abuse`` (RIPE's
-    ``abuse-mailbox``) wins, else the first. ``phone``: the first ``tel`` that
-    is not typed ``fax`` only. ``name``: the vCard's ``fn``, else ``org``. An
-    entity without any of the three is not an abuse contact we can report."""
+    """The abuse contact ``{email, phone, name}``: the first entity with the role ``abuse``, breadth first, that
+    gives an email or a telephone number, else the first that gives a name; ``None`` when the registry names
+    none (the rules per registry: docs/API.md#registry-rdap)."""
     named_only: dict[str, str | None] | None = None
     for entity in _entities_breadth_first(document):
         if not _has_role(entity, "abuse"):

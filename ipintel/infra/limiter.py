@@ -1,22 +1,5 @@
-"""Rate limits (docs/API.md#rate-limits): a token bucket per client and quota. No HTTP here:
+"""Rate limits (docs/API.md#rate-limits): a token bucket per client and quota, in process. No HTTP here:
 the request gate (:mod:`ipintel.web.gate`) decides which quota a request spends and answers the 429.
-
-Quotas and their default limits per minute: ``general`` 60 (``/ip``,
-``/ip/...``, ``/cidr``, ``/mcp``), ``dns`` 30 (``/dns/...``), ``registry`` 10
-(``/whois/...``, ``/blacklist/...``). A bucket holds ``limit`` tokens and
-refills evenly over the minute, so a client may burst up to the limit and then
-continues at ``limit`` requests per minute.
-
-The client is the caller's address (docs/API.md#client-address, :func:`ipintel.web.client.client_address`):
-an IPv4 address, or the /64 of an IPv6 address, because one IPv6 subscriber
-usually holds a whole /64 and could otherwise rotate through 2^64 keys.
-
-Each bucket is stored as one float, the time at which it will be full again
-(the "theoretical arrival time" of GCRA, which is the same algorithm as a token
-bucket stated with less state). A bucket whose time has passed is full, i.e.
-identical to no bucket, so it can be dropped: idle clients are swept out as
-new requests arrive, and a cap on tracked clients per quota evicts the least
-recently used, so a flood of distinct addresses cannot exhaust memory.
 """
 
 from __future__ import annotations
@@ -48,6 +31,7 @@ class Quota(StrEnum):
 WINDOW = 60.0  # seconds: the limits are per minute
 _EPSILON = 1e-9  # float slack, so that exactly-on-time requests are not refused
 _SWEEP_PER_TAKE = 4  # idle buckets examined per request: O(1) work, steady cleanup
+# An IPv6 client is its /64: one subscriber usually holds a whole /64 and could otherwise rotate through 2^64 keys.
 _V6_PREFIX_MASK = ((1 << 64) - 1) << 64
 UNKNOWN_CLIENT = "unknown"  # no socket peer (e.g. a Unix socket): such requests share one bucket
 
@@ -105,6 +89,9 @@ class _Buckets:
         self.quota = quota
         self.limit = limit
         self.interval = WINDOW / limit  # seconds to earn one token
+        # A bucket is one float, the time it will be full again: the "theoretical arrival time" of GCRA, the same
+        # algorithm as a token bucket stated with less state. A bucket whose time has passed is full, the same as
+        # no bucket, so it can be dropped (_sweep).
         self.times: OrderedDict[str, float] = OrderedDict()
         self.evictions = 0
 

@@ -1,19 +1,8 @@
 """MaxMind DB files (``.mmdb``): opened once, memory-mapped, checked, reloadable in place.
 
-A reload opens the new file first and swaps the reader only when that
-succeeded, so requests in flight keep the old reader and a broken file on
-disk never takes the service down (docs/API.md#operations).
-
-"Succeeded" includes the file's records: a file that opens but from which the
-service cannot read one field it needs (a Country file in another layout, an
-ASN file given as the City one, a corrupt data section) is refused like a
-file that does not open, with a message naming the file, its ``database_type``
-and what is missing: it would otherwise answer null fields while /readyz says
-``ok`` (issue 22). The check reads the first :data:`SAMPLE_RECORDS` records,
-a few milliseconds.
-
-Several files can serve one kind (IPv4 and IPv6 published apart): a
-:class:`MmdbSet` asks them in order and the first record wins.
+A reload swaps the reader only once the new file has opened and passed its record check, so a broken file on
+disk never takes the service down (docs/API.md#operations, docs/CONFIGURATION.md#geoip-databases); a
+:class:`MmdbSet` asks several files of one kind in order.
 """
 
 from __future__ import annotations
@@ -157,6 +146,9 @@ class MmdbFile:
                 )
                 return False
             database_type = reader.metadata().database_type
+            # A file that opens but gives no field its kind needs (a Country file in another layout, an ASN file
+            # given as the City one, a corrupt data section) would answer null fields while /readyz says ok
+            # (issue 22): refused like a file that does not open.
             if self.check is not None:
                 try:
                     check_records(reader, self.check)

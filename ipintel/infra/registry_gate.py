@@ -1,12 +1,7 @@
 """Manners towards the RDAP registries within one batch of lookups (docs/API.md#profile-and-batch).
 
-Registries limit requests per source address, LACNIC hardest, and a fleet
-behind one NAT shares that budget. A batch of a thousand addresses must not
-turn into a thousand simultaneous requests to one registry, nor keep asking a
-registry that has just answered 429: that only prolongs the refusal. A
-:class:`RegistryGate` lives as long as one batch; the RDAP capability holds
-:meth:`slot` of a host while it talks to it, asks :meth:`check` before every
-request (a redirect included), and calls :meth:`refused` on a 429.
+A :class:`RegistryGate` lives as long as one batch; the RDAP capability holds :meth:`slot` of a host while it
+talks to it, asks :meth:`check` before every request (a redirect included), and calls :meth:`refused` on a 429.
 """
 
 from __future__ import annotations
@@ -15,7 +10,10 @@ import asyncio
 
 from ipintel.errors import UpstreamError
 
-PER_HOST_IN_FLIGHT = 2  # RDAP lookups under way at once per registry host (the one the bootstrap names)
+# RDAP lookups under way at once per registry host (the one the bootstrap names): a registry's limit per source
+# address (docs/API.md#profile-and-batch) is shared by a fleet behind one NAT, so a batch of a thousand addresses
+# must not become a thousand simultaneous requests to one registry.
+PER_HOST_IN_FLIGHT = 2
 
 
 class RegistryBackedOff(UpstreamError):
@@ -48,4 +46,5 @@ class RegistryGate:
 
     def refused(self, host: str) -> None:
         """``host`` answered 429: nobody in this batch asks it again."""
+        # Asking a registry again right after its 429 only prolongs the refusal.
         self.backed_off.add(host)

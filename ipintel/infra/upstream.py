@@ -1,15 +1,6 @@
-"""The one HTTP client for every upstream (RDAP, reputation APIs, feeds).
-
-One pooled :class:`aiohttp.ClientSession` per process, created when the app
-starts and closed when it stops, so connections to the registries are kept
-alive and reused (docs/API.md#registry-rdap). Every call has a total timeout and a body size
-cap; every failure becomes :class:`UpstreamTimeout` or :class:`UpstreamError`,
-never a raw aiohttp exception, so callers only handle our own error model.
-:meth:`HttpClient.get` never follows a redirect;
-:meth:`HttpClient.get_following_redirects` follows them under the one
-redirect policy (no downgrade from HTTPS, http/https only, a bounded number of
-hops, loops refused on request), and each caller words a refused hop for its
-own upstream (:class:`RedirectRefused`).
+"""The one HTTP client for every upstream (RDAP, reputation APIs, feeds): one pooled session per process, a total
+timeout and a body size cap on every call, every failure an :class:`UpstreamTimeout` or :class:`UpstreamError`.
+Redirects are followed only by :meth:`HttpClient.get_following_redirects`, under the one redirect policy.
 """
 
 from __future__ import annotations
@@ -178,17 +169,10 @@ class HttpClient:
         source: str = "http",
         before_request: Callable[[str], None] | None = None,
     ) -> FollowedResponse:
-        """GET ``url``, following up to ``max_redirects`` redirects, each one
-        checked before it is followed (:func:`_next_hop`).
-
-        A refused hop raises :class:`RedirectRefused`, and so does a
-        redirect past ``max_redirects`` (``too-many``): at most
-        ``max_redirects + 1`` requests are made, each with its own timeout.
-        With ``refuse_loops`` a URL met twice is refused (``loop``); without
-        it, a loop ends as ``too-many``. A redirect without a ``Location`` is
-        the final answer: the caller's rules for statuses apply to it. ``what``
-        names the upstream of each URL in error messages. ``before_request``
-        sees each URL before it is asked and may refuse it by raising."""
+        """GET ``url``, following up to ``max_redirects`` redirects, each checked before it is followed
+        (:func:`_next_hop`); a refused hop, or one past ``max_redirects`` (``too-many``), raises
+        :class:`RedirectRefused`. With ``refuse_loops`` a URL met twice is ``loop``, else a loop ends as
+        ``too-many``. ``what`` names each URL's upstream in messages; ``before_request`` may refuse a URL by raising."""
         urls = [url]
         while True:
             if before_request is not None:
@@ -197,10 +181,10 @@ class HttpClient:
                 url, headers=headers, timeout=timeout, max_bytes=max_bytes, what=what(url), source=source
             )
             location = response.headers.get("Location", "").strip() if response.status in REDIRECT_STATUSES else ""
-            if not location:
+            if not location:  # also a redirect status without Location: the caller's rules for statuses apply
                 return FollowedResponse(response, tuple(urls))
             target = _next_hop(url, location, seen=urls if refuse_loops else ())
-            if len(urls) > max_redirects:
+            if len(urls) > max_redirects:  # at most max_redirects + 1 requests, each with its own timeout
                 raise RedirectRefused("too-many", url, URL(target))
             urls.append(target)
             url = target
@@ -225,6 +209,7 @@ class HttpClient:
                     # ("location", "Content-Type"), and dict() would keep their spelling.
                     headers = CIMultiDictProxy(CIMultiDict(response.headers))
                     return HttpResponse(str(response.url), response.status, headers, body)
+        # Never a raw aiohttp exception: callers handle only our own error model.
         except TimeoutError:
             raise UpstreamTimeout(f"{what} did not answer within {limit:g} s") from None
         except aiohttp.ClientError as exc:

@@ -1,12 +1,7 @@
 """RFC 5782 section 5 self-tests: a list must list 127.0.0.2 and must not list 127.0.0.1.
 
-Every zone is tested at start and then periodically in the background by
-:class:`SelfTests`. A zone that failed is ``unavailable`` without being asked,
-until it passes again. A zone whose self-test has not come to a conclusion
-yet (just started, or its server did not answer the test) is still asked,
-with its self-test run concurrently in the same round trip (shared by
-concurrent checks): its answer stands only when the self-test passes
-(:mod:`.check`).
+:class:`SelfTests` tests every zone at start and periodically in the background; what a zone's verdict does to
+its answers is docs/API.md#blacklist (and :mod:`.check`).
 """
 
 from __future__ import annotations
@@ -89,16 +84,9 @@ async def self_test(zone: Zone, *, resolver: Resolver, timeout: float) -> SelfTe
 
 
 class SelfTests:
-    """The RFC 5782 self-tests of every zone, and what they last concluded.
-
-    :meth:`start` runs them at once and then every ``interval`` seconds in
-    the background (every ``retry`` seconds while some zone is inconclusive);
-    requests never wait for that loop. :meth:`verify` gives a request the
-    zone's verdict, running a test when the zone has none yet; concurrent
-    callers share one test per zone, and a zone whose last test was
-    inconclusive is not tested again on demand within ``retry`` seconds, so a
-    dead server cannot multiply the queries. Memory is bounded by the number
-    of zones."""
+    """The RFC 5782 self-tests of every zone, and what they last concluded. :meth:`start` runs them at once and
+    then every ``interval`` seconds in the background (every ``retry`` seconds while some zone is inconclusive);
+    :meth:`verify` gives a request the zone's verdict, running a test when the zone has none yet."""
 
     def __init__(
         self,
@@ -114,6 +102,7 @@ class SelfTests:
         self.timeout = timeout
         self.interval = interval
         self.retry = retry
+        # One entry per zone in each: memory is bounded by the number of zones.
         self._conclusive: dict[str, SelfTest] = {}  # the latest passed/failed verdict per zone
         self._latest: dict[str, SelfTest] = {}  # the latest outcome of any kind
         self._running: dict[str, asyncio.Task[SelfTest]] = {}
@@ -132,8 +121,10 @@ class SelfTests:
             future = asyncio.get_running_loop().create_future()
             future.set_result(known)
             return future
-        if zone.name in self._running:
+        if zone.name in self._running:  # concurrent callers share one test per zone
             return self._running[zone.name]
+        # An inconclusive zone is not tested again on demand within ``retry``: a dead server cannot multiply the
+        # queries.
         if latest is not None and time.monotonic() - latest.at < self.retry:
             future = asyncio.get_running_loop().create_future()
             future.set_result(latest)
@@ -180,6 +171,7 @@ class SelfTests:
             await asyncio.sleep(wait)
 
     def start(self) -> None:
+        # Requests never wait for this loop: they ask verify().
         if self._loop_task is None and self.zones:
             self._loop_task = asyncio.create_task(self._loop(), name="dnsbl-self-tests")
 

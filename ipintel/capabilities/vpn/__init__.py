@@ -1,18 +1,8 @@
 """VPN, proxy, Tor, relay, hosting and mobile detection with explained verdicts (docs/API.md#vpn-detection).
 
-    sources (one module each)          signals                 verdict
-    ─────────────────────────          ───────                 ───────
-    mmdb_sources  Anonymous-IP  ─┐
-                  Connection-Type├─>  Signal(kind, strength,  ─> verdict.verdict():
-    feed_ranges   Tor, clouds,   │           reason,              flags, confidence,
-                  VPN/DC lists,  │           provider, naming)    provider, reasons
-                  iCloud relay   │
-    asn_classes   curated ASNs   │
-    ptr           PTR keywords  ─┘
-
-:func:`detect_vpn` runs the sources for an address and combines their
-signals. Every source receives its infrastructure (database files, the feed
-manager, the AS source, the resolver); nothing here is global.
+Each source (one module: mmdb_sources, feed_ranges, asn_classes, ptr) reports signals (:class:`Signal`) about an
+address; :func:`verdict` combines them into flags, confidence, provider and reasons; :func:`detect_vpn` runs both.
+Every source receives its infrastructure; nothing here is global.
 """
 
 from ipintel.capabilities.vpn.asn_classes import AsnClasses, AsnClassSource

@@ -1,17 +1,6 @@
-"""Curated classes of autonomous systems, shipped with the project: hosting
-providers, VPN operators, mobile carriers.
-
-The lists live in ``ipintel/data/asn/*.txt``; each file says where its facts
-come from, and each line names the AS's registered holder so a reader can
-check it (``whois AS21928``), after the operator's usual name where that
-differs (``AS16509  Amazon | AMAZON-02 - Amazon.com, Inc., US``): the name is
-the verdict's ``provider`` when no stronger signal names one. They are deliberately short: an AS is listed
-only when everything it announces is of that class, because an ASN signal
-applies to every address of the AS (a carrier that also sells home broadband
-from the same AS is not a "mobile carrier" here).
-
-The address's AS comes from the shared :class:`~ipintel.capabilities.asn.AsnSource`
-(an ASN ``.mmdb`` or Team Cymru's DNS interface).
+"""Curated classes of autonomous systems shipped with the project (``ipintel/data/asn/*.txt``): hosting providers,
+VPN operators, mobile carriers, each AS with its operator's name (the verdict's ``provider`` when no stronger
+signal names one). Where the facts come from, and why the lists are short: docs/DATA.md#detection-sources-and-their-licences.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """The downloaded feeds as a signal source: which lists hold the address.
 
-What each feed is evidence of is stated in its entry of the feed catalogue
-(:mod:`ipintel.infra.feed_catalogue`, ``evidence`` and ``reason``), next to
-where it comes from; fetching, storing and matching them is
-:mod:`ipintel.infra.feeds`. An entry that is a single address (every Tor exit,
-a VPN provider's server) is exact evidence, except on a third-party aggregate
-built from ASNs and ranges (X4BNet's lists: ``exact=False``); a wider prefix is
-evidence about the network, and so is the subnet a provider's servers cluster
-in (reported as ``vpn-subnet:<provider>``, not ``vpn-server:``), unless the
-subnets of two providers hold the address: a subnet rented out in parts is
-nobody's network. A feed of one operator's ranges names it (the catalogue's
-``provider``; with the entry's region where the format gives one); a VPN
-provider's own server list names the VPN ("NordVPN"), ahead of whoever owns
-the network the server stands in ("M247").
+What each feed is evidence of, and whom it names, is its entry in :mod:`ipintel.infra.feed_catalogue`;
+fetching, storing and matching the feeds is :mod:`ipintel.infra.feeds`.
 """
 
 from __future__ import annotations
@@ -113,6 +102,8 @@ class FeedSource:
                 if tags:
                     if provider is not None and len(tags) > 1:  # host/net and a region's name
                         provider = named_provider(tags) or provider
+                    # A listed single address is exact evidence, unless the feed is a third-party aggregate built
+                    # from ASNs and ranges (X4BNet's lists: exact=False); a wider prefix is about the network.
                     strength = Strength.EXACT if exact and HOST in tags else Strength.NETWORK
                     found.append(Signal(kind, strength, reason, provider, naming if provider else Naming.NONE))
         lists = self._lists_holding(value, v4) if self._servers else {}
@@ -125,7 +116,7 @@ class FeedSource:
             named = naming if provider else Naming.NONE
             if exact and HOST in lists[number]:
                 found.append(Signal(kind, Strength.EXACT, reason, provider, named))
-            elif not shared and subnet_reason is not None:
+            elif not shared and subnet_reason is not None:  # vpn-subnet:<provider>, not vpn-server:
                 found.append(Signal(kind, Strength.NETWORK, subnet_reason, provider, min(named, Naming.PUBLISHED)))
         return found
 

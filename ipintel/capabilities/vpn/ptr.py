@@ -1,13 +1,7 @@
 """Reverse-DNS keywords: the weakest signal, a guess from the address's host name.
 
-Operators often name their machines for what they do (``vpn-nl-12.example``,
-``tor-exit-3.example.org``, ``proxy1.example.net``), and mobile carriers and
-cloud providers give their addresses recognisable names
-(``*.myvzw.com``, ``ec2-*.compute.amazonaws.com``). Anyone can name their own
-reverse zone anything, so a keyword alone gives ``confidence: low``.
-
-The PTR query goes through the shared resolver with a short timeout; any
-failure (timeout, NXDOMAIN, SERVFAIL) is simply no signal.
+Operators often name their machines for what they do (``vpn-nl-12.example``, ``tor-exit-3.example.org``), and
+carriers and clouds give their addresses recognisable names (``*.myvzw.com``, ``ec2-*.compute.amazonaws.com``).
 """
 
 from __future__ import annotations
@@ -56,6 +50,7 @@ def keyword_signals(host: str) -> list[Signal]:
     """What a host name suggests. Words are the letter runs of the name, so
     ``vpn12``, ``nordvpn`` and ``proxy-3`` match but ``vpnx`` inside another
     word's middle does not."""
+    # Every signal here is HEURISTIC (confidence: low at most): anyone can name their own reverse zone anything.
     host = host.lower().rstrip(".")
     if len(host) > 253:
         return []
@@ -87,7 +82,7 @@ class PtrKeywordSource:
             # The outer deadline is a guard: the resolver enforces its own.
             async with asyncio.timeout(self.timeout + 0.5):
                 records = await self.resolver.query(ip.reverse_pointer, "PTR", timeout=self.timeout, source="vpn-ptr")
-        except (ResolverError, TimeoutError):
+        except (ResolverError, TimeoutError):  # timeout, NXDOMAIN, SERVFAIL: simply no signal
             return ()
         found: dict[str, Signal] = {}
         for record in records[:_MAX_NAMES]:

@@ -1,14 +1,8 @@
 """What a detection source reports: signals, and the one interface every source implements.
 
-A signal is one piece of evidence about an address: *what* it suggests
-(:class:`Kind`), *how strong* it is (:class:`Strength`) and a short
-machine-readable ``reason`` that ends up in the answer (``"tor-exit"``,
-``"cloud:aws"``, ``"asn-hosting:AS16509"``), and - when the evidence names
-the operator behind the address - that operator (``provider``, ``"AWS
-us-east-1"``) with how directly it names it (:class:`Naming`). Sources never decide the
-verdict; :mod:`.verdict` combines what they found, so adding a source is one
-module implementing :class:`SignalSource` and one line where the sources are
-listed.
+A :class:`Signal` is one piece of evidence about an address: its :class:`Kind`, :class:`Strength`, the
+``reason`` the answer shows and, when the evidence names one, the operator. Sources never decide the verdict
+(:mod:`.verdict` does), so adding a source is one :class:`SignalSource` module and one line in ``Intel.vpn_sources``.
 """
 
 from __future__ import annotations

@@ -1,33 +1,5 @@
-"""From signals to an answer (docs/API.md#vpn-detection): each flag on its own evidence, one confidence for ``isVpn``.
-
-- ``isTor``: a Tor-exit signal. ``isProxy``: Tor exit, public or residential
-  proxy. ``isVpn``: the combined anonymisation verdict - a VPN-specific
-  signal, or a proxy/Tor exit. ``isHosting``: datacenter or cloud.
-  ``isMobile``: a cellular network. A hosting address with no VPN or proxy
-  signal is ``isHosting: true, isVpn: false``: renting a server is not hiding
-  behind one. ``isRelay``: a privacy relay's egress (iCloud Private Relay). A
-  relay hides its user like a VPN would, but it is an Apple customer browsing
-  through Apple's two-hop relay - not a VPN subscription, not a datacenter
-  workload, not an open proxy - so the relay evidence sets no other flag.
-- Relay before third-party lumping: on an address the relay's operator
-  publishes as its egress (Apple's list), VPN, proxy and Tor signals that are
-  only about the network (a listed prefix or AS) or a guess (PTR) are overruled:
-  ``isVpn``, ``isProxy`` and ``isTor`` stay false, and the overruled signals
-  stay in ``reasons``. Apple says what the prefix is used for; a third-party
-  list that takes Apple's ranges as an input (X4BNet's VPN list does) lumps
-  Safari users in with VPN subscribers. Exact evidence about the address (a
-  single listed address, the Anonymous-IP database) still counts.
-- ``confidence`` is about ``isVpn``. Positive: ``high`` when the exact address
-  is on a primary list (a VPN provider's own server list, the Tor exit list),
-  ``medium`` when it only falls in a VPN operator's prefix or AS, ``low`` when
-  only heuristics fired. Negative: ``medium`` when every configured source was
-  loaded and fresh, ``low`` otherwise (nothing proves a negative, so it is never
-  ``high``).
-- ``provider`` names the operator behind the signal that names one most
-  directly (:class:`~.signals.Naming`: a VPN provider's own server list or the
-  relay's operator, then a cloud's published ranges with the region, then a
-  shipped AS list); ``None`` when no signal names one.
-- ``reasons`` names every signal that fired, strongest first.
+"""From signals to an answer (docs/API.md#vpn-detection): each flag on its own evidence, one confidence for
+``isVpn``, the provider of the signal that names one most directly, and every reason, strongest first.
 """
 
 from __future__ import annotations
@@ -77,10 +49,13 @@ def verdict(ip: IPAddress, signals: Sequence[Signal], *, complete: bool) -> dict
             weak |= bit
             if signal.strength > weak_best:
                 weak_best = signal.strength
-    if is_relay:  # Apple's own list overrules network-level and heuristic listings: see the module docstring
+    # Relay before third-party lumping (docs/API.md#vpn-detection): Apple's own egress list overrules network-level
+    # and heuristic listings; exact evidence about the address still counts.
+    if is_relay:
         weak = weak_best = 0
     found = exact | weak
     best = Strength.EXACT if exact else weak_best
+    # A negative is at best medium (every source loaded and fresh), never high: nothing proves a negative.
     confidence = _CONFIDENCE[best] if best else "medium" if complete else "low"
     ordered = sorted(signals, key=_strongest_first) if len(signals) > 1 else signals  # stable: ties keep order
     return {
