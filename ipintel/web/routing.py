@@ -30,26 +30,14 @@ def path_pattern(path: str) -> re.Pattern[str]:
 
 
 class SegmentRouter(Router):
-    """A :class:`~starlette.routing.Router` that only tries the routes which can
-    match a request's first path segment.
+    """A :class:`~starlette.routing.Router` that only tries the routes a request's first path segment can reach,
+    with the same outcome as Starlette's (the route, a 405 from a partial match, a 404; their equality is tested)
+    but two deliberate differences: a pattern ends at the end of the path (:func:`strict_pattern`), and a path
+    a literal route spells exactly is that route's for every method (``GET /ip/batch`` is a 405 with ``Allow:
+    POST``, not ``/ip/{ip}`` with the address ``batch``: docs/API.md#conventions).
 
-    Starlette's router tries every route's pattern in turn, so a request for
-    one of the last routes (``/cidr``, ``/mcp``) paid for matching a dozen
-    others first, several microseconds of every request. Here a plain route
-    whose first segment is literal (``/ip/{ip}`` -> ``ip``) is filed under that
-    segment; any other route (a parameter first, a mount, a host) is a
-    candidate for every request. Candidates keep their original order and are
-    matched exactly as :meth:`Router.app` does, so the outcome (the route, a
-    405 from a partial match, a 404) is the same as Starlette's; the equality
-    of the two is tested. Two deliberate differences: a route's pattern ends at
-    the end of the path (:func:`strict_pattern`), not before a final newline; and a
-    path that a literal route (no parameters) spells exactly is that route's for
-    every method, whatever parametric route comes first: ``GET`` or ``OPTIONS
-    /ip/batch`` is a 405 with ``Allow: POST``, not ``/ip/{ip}`` with the address
-    ``batch`` (docs/API.md#conventions).
-
-    Requests under a ``root_path``, with ``redirect_slashes`` on, and
-    non-HTTP scopes take Starlette's own path unchanged."""
+    Starlette's router tries every pattern in turn, so a request for one of the last routes paid for matching a
+    dozen others first, several microseconds of every request."""
 
     _index: dict[str, list[BaseRoute]] | None = None
     _everywhere: list[BaseRoute]
@@ -67,6 +55,8 @@ class SegmentRouter(Router):
             if isinstance(getattr(route, "path_regex", None), re.Pattern):
                 route.path_regex = strict_pattern(route.path_regex)  # type: ignore[attr-defined]
 
+        # A plain route whose first segment is literal (/ip/{ip} -> ip) is filed under it; any other (a parameter
+        # first, a mount, a host) is a candidate for every request. Candidates keep their original order.
         def segment(route: BaseRoute) -> str | None:
             if type(route) is Route and route.path.startswith("/"):
                 first = first_segment(route.path)
@@ -86,6 +76,7 @@ class SegmentRouter(Router):
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._index is None or len(self._indexed_routes) != len(self.routes):
             self._build_index()  # also makes the routes' patterns strict for Starlette's own path below
+        # Requests under a root_path, with redirect_slashes on, and other scopes take Starlette's own path.
         if scope["type"] != "http" or self.redirect_slashes or scope.get("root_path"):
             await super().app(scope, receive, send)
             return

@@ -1,17 +1,7 @@
-"""The MCP Apps extension (``io.modelcontextprotocol/ui``, SEP-1865): the profile card (docs/MCP.md#the-profile-card).
-
-A host that speaks the extension renders the ``ui://ipintel/profile`` resource
-in a sandboxed iframe next to the result of a tool whose ``_meta.ui.resourceUri``
-names it, and hands the view the tool's input and result over ``postMessage``.
-The document is built once, at import, from the page's own files (the shared
-renderer ``page/static/render.js``, ``page.css`` and the world map) and the
-view's (``mcp/view/``): one self-contained HTML document with everything inlined,
-so that its content security policy can name no other origin at all.
-
-This module decides three things and nothing else: what the resource is (its
-listing, its contents and their ``_meta.ui``), which tools point at it, and
-whether a request's client declared the extension (the 2026-07-28 era carries
-the client's capabilities on every request; see :func:`client_supports_apps`).
+"""The MCP Apps extension (``io.modelcontextprotocol/ui``): the profile card ``ui://ipintel/profile``
+(docs/MCP.md#the-profile-card) — what the resource is, which tools point at it, and whether a client declared
+the extension. The card is one HTML document built at import from the page's files and the view's, everything
+inlined so that its content security policy names no other origin.
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
-"""Which MCP revision a POST speaks, and the checks a 2026-07-28 request passes before it is answered.
-
-One endpoint serves two eras of the protocol (docs/MCP.md#versions):
-
-- **2026-07-28** ("modern"): no handshake and no session. Every request names
-  its revision in ``params._meta["io.modelcontextprotocol/protocolVersion"]``
-  and mirrors it, its method and (for ``tools/call``) the tool's name in the
-  ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers, so that a
-  gateway can route on headers without reading the body. The server must
-  refuse a request whose headers and body disagree: otherwise a proxy that
-  routed or rate-limited on the header would be fooled by the body.
-- **2024-11-05 … 2025-11-25** ("legacy"): the ``initialize`` handshake era,
-  answered as before.
-
-A request is modern when its ``_meta`` names a protocol version, or when its
-``MCP-Protocol-Version`` header names anything but a legacy version. The
-checks follow the revision's order (basic/transports/streamable-http,
-"Server Validation"): the ``_meta`` keys, then the headers against the body,
-then whether the version is one we speak. The first failure is the answer.
-This module knows nothing of HTTP statuses or tools: :mod:`ipintel.api.mcp.transport`
-maps codes to statuses, :mod:`ipintel.api.mcp.protocol` answers methods.
+"""Which MCP revision a POST speaks (docs/MCP.md#versions), and the checks a 2026-07-28 request passes before it
+is answered, in the revision's order ("Server Validation"): its ``_meta`` keys, its routing headers against its
+body, its version. Nothing of HTTP statuses or tools: the transport maps codes to statuses, the protocol
+answers methods.
 """
 
 from __future__ import annotations

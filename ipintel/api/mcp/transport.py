@@ -1,16 +1,6 @@
-"""``POST /mcp``: the MCP tool endpoint over HTTP (docs/MCP.md), hand-written on Starlette.
-
-Streamable HTTP without sessions: every POST carries JSON-RPC messages and
-gets its answer in the response body, as one JSON document (or, for a client
-that accepts only ``text/event-stream``, as one SSE event). No
-``Mcp-Session-Id`` is issued, so no state is kept between requests and any
-worker can answer any request.
-
-This module is the transport: origin and CORS rules, methods, and the eras'
-HTTP statuses. The JSON-RPC rules live in :mod:`ipintel.api.mcp.protocol`, the
-tools in :mod:`ipintel.api.mcp.tools`. Its refusals (403, 405, 413, 415) are
-raised as :class:`~ipintel.errors.ApiError`; the request middleware answers them
-as JSON-RPC errors, as it does every failure on :data:`PATHS`.
+"""``POST /mcp``, the MCP endpoint's transport (docs/MCP.md#transport-both-eras): origins and CORS, methods, the
+body, and the HTTP status of each era's answers. Streamable HTTP without sessions: no state is kept between
+requests, so any worker answers any request. The JSON-RPC rules are :mod:`ipintel.api.mcp.protocol`.
 """
 
 from __future__ import annotations

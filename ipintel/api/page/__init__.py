@@ -1,22 +1,6 @@
-"""The page for people at ``GET /`` (docs/API.md#the-page--get--in-a-browser), and the JSON index of the routes for everyone else.
-
-``GET /`` is negotiated on ``Accept``: a browser (``text/html`` preferred to
-JSON) gets one static HTML page; any other client (``curl``'s ``*/*``, an API
-client's ``application/json``) gets ``{"data": {...}}``, a small index of the
-routes and the docs link. Both answers carry ``Vary: Accept``.
-
-The page is a view of ``GET /ip/{ip}/profile``: its script (``static/page.js``, with the renderer
-``static/render.js`` that the MCP Apps card shares, ipintel/api/mcp/apps.py)
-reads ``?ip=`` and calls the API from the browser, so the page is rate limited
-exactly as the API is, and it renders every upstream value with
-``textContent`` and DOM creation, never as markup. Everything it loads is
-served here from ``static/`` through one route, ``/page/{name}``, which knows
-its files by name (nothing else on disk is reachable). No inline script or
-style: the HTML and its assets are answered with a Content-Security-Policy
-that allows only this origin.
-
-The world map (``static/world.svg``) is Natural Earth's 1:110m outline (public
-domain), drawn by ``scripts/world-map`` from the npm package ``world-atlas``.
+"""``GET /`` (docs/API.md#the-page--get--in-a-browser): the page for people, a view of ``GET /ip/{ip}/profile``
+rendered by its own script, or for any other client the JSON index of the routes (negotiated on ``Accept``);
+and ``/page/{name}``, which serves the page's files by name and nothing else on disk.
 """
 
 from __future__ import annotations
