@@ -18,6 +18,7 @@ from typing import Any
 
 from ipintel.infra.feed_catalogue import FEED_NAMES  # the names IPINTEL_FEED_URLS accepts
 from ipintel.infra.limiter import Quota
+from ipintel.infra.shared import redacted_url
 
 DEFAULT_CITY_DB_NAME = "dbip-city-lite.mmdb"
 # The files scripts/fetch-geoip writes into the data directory; used when IPINTEL_GEOIP_CITY_DB or
@@ -236,7 +237,6 @@ def check_workers(settings: Settings) -> None:
 
 # Query parameters of a Redis URL that carry a secret (redis-py reads password= and username= from the query,
 # the only way to give a unix socket's password).
-_SECRET_QUERY = re.compile(r"(?i)((?:^|[?&;])(?:password|username)=)[^&;#]*")
 
 
 _HOST_PATTERN = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|[0-9a-f:.]+")
@@ -267,18 +267,6 @@ def allowed_hosts(settings: Settings) -> tuple[str, ...] | None:
     except ValueError:
         loopback = False
     return LOOPBACK_HOSTS if loopback else None
-
-
-def redacted_url(url: str) -> str:
-    """``url`` without its secrets, for logs and messages: the user information before ``@`` and the values
-    of ``password=`` and ``username=`` query parameters are ``***`` (issue 23, point 6)."""
-    scheme, sep, rest = url.partition("://")
-    base, query_sep, query = rest.partition("?")
-    if "@" in base:
-        base = "***@" + base.rsplit("@", 1)[1]
-    if query_sep:
-        query = _SECRET_QUERY.sub(r"\1***", query)
-    return scheme + sep + base + query_sep + query
 
 
 def parse_redis_url(text: str) -> str:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -171,8 +172,6 @@ class SharedStore:
     @property
     def safe_url(self) -> str:
         """The URL without its password (in the user information or the query), for logs."""
-        from ipintel.settings import redacted_url
-
         return redacted_url(self.url)
 
     # State -------------------------------------------------------------------
@@ -325,3 +324,18 @@ class SharedRateLimiter:
 
     def stats(self) -> dict[Quota, dict[str, int]]:
         return self.local.stats()
+
+
+_SECRET_QUERY = re.compile(r"(?i)((?:^|[?&;])(?:password|username)=)[^&;#]*")
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without its secrets, for logs and messages: the user information before ``@`` and the values
+    of ``password=`` and ``username=`` query parameters are ``***`` (issue 23, point 6)."""
+    scheme, sep, rest = url.partition("://")
+    base, query_sep, query = rest.partition("?")
+    if "@" in base:
+        base = "***@" + base.rsplit("@", 1)[1]
+    if query_sep:
+        query = _SECRET_QUERY.sub(r"\1***", query)
+    return scheme + sep + base + query_sep + query
