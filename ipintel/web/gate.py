@@ -125,8 +125,9 @@ class RateLimitGate:
             caller = state["caller"] = self.keys.authenticate(scope, caller)
         return caller, quota
 
-    def admit(self, scope: Scope) -> Decision | None:
-        """Spend the request's token: the decision, or ``None`` when the request is not limited.
+    def _spending(self, scope: Scope) -> tuple[str, Quota, Buckets, ApiError | None] | None:
+        """What the request spends: its bucket key, quota and buckets, and the 401 to raise once the token is
+        spent (``None`` when the request is not limited).
 
         A request refused 401 spends a ``general`` token of its address (issue 23, point 5): guessing keys is
         limited like any request, and once the address's bucket is empty the answer is 429, not 401."""
@@ -135,31 +136,34 @@ class RateLimitGate:
         except ApiError as refusal:  # Unauthorized
             if refusal.code != "unauthorized" or self.buckets is None:
                 raise
-            decision = self.buckets.local.take(scope["state"]["caller"].key, Quota.GENERAL)
-            if decision.allowed:
-                raise
-            return decision
-        buckets = caller.buckets
-        if buckets is None or quota is None:
+            return scope["state"]["caller"].key, Quota.GENERAL, self.buckets, refusal
+        if caller.buckets is None or quota is None:
             return None
-        return buckets.local.take(caller.key, quota)
+        return caller.key, quota, caller.buckets, None
+
+    def admit(self, scope: Scope) -> Decision | None:
+        """Spend the request's token in process: the decision, or ``None`` when the request is not limited."""
+        spending = self._spending(scope)
+        if spending is None:
+            return None
+        key, quota, buckets, refusal = spending
+        return _settled(buckets.local.take(key, quota), refusal)
 
     async def admit_shared(self, scope: Scope) -> Decision | None:
         """:meth:`admit` with the buckets in Redis (one round trip; the in-process bucket when Redis is not
         available)."""
-        try:
-            caller, quota = self._limited(scope)
-        except ApiError as refusal:
-            if refusal.code != "unauthorized" or self.buckets is None:
-                raise
-            decision = await self.buckets.take(scope["state"]["caller"].key, Quota.GENERAL)
-            if decision.allowed:
-                raise
-            return decision
-        buckets = caller.buckets
-        if buckets is None or quota is None:
+        spending = self._spending(scope)
+        if spending is None:
             return None
-        return await buckets.take(caller.key, quota)
+        key, quota, buckets, refusal = spending
+        return _settled(await buckets.take(key, quota), refusal)
+
+
+def _settled(decision: Decision, refusal: ApiError | None) -> Decision:
+    """The decision, unless the request was refused 401 and its address still had a token: then the 401."""
+    if refusal is not None and decision.allowed:
+        raise refusal
+    return decision
 
 
 def rate_limit_headers(decision: Decision) -> list[tuple[bytes, bytes]]:
