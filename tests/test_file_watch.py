@@ -1,0 +1,135 @@
+"""The one rule of a watched file (ipintel/infra/file_watch.py): a change is acted on once it has held still for
+one poll, a refused version is not offered again until the file changes, a removal is a change like any other.
+
+A poll here is a direct call: the held-still timing is counted in polls, whatever the interval between them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ipintel.infra.file_watch import GONE, FileStat, SettledFile, stat_of
+
+
+def write_aside(path: Path, text: str) -> Path:
+    """Replace the file as fetch-geoip and Kubernetes do: a new file renamed over the old one."""
+    aside = path.with_name(path.name + ".new")
+    aside.write_text(text)
+    os.replace(aside, path)
+    return path
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return write_aside(tmp_path / "watched.txt", "first version\n")
+
+
+@pytest.fixture
+def watched(path: Path) -> SettledFile:
+    return SettledFile(path, stat_of(path))
+
+
+# The rule -------------------------------------------------------------------------------------------------
+
+
+def test_an_unchanged_file_is_never_a_change(watched: SettledFile) -> None:
+    assert [watched.settled_change() for _ in range(3)] == [None, None, None]
+
+
+def test_a_change_is_acted_on_only_once_it_has_held_still_for_one_poll(path: Path, watched: SettledFile) -> None:
+    # Copied in place, a line at a time: each poll finds it grown, so none offers a half-written file.
+    with path.open("a") as file:
+        for n in range(3):
+            file.write(f"line {n}\n")
+            file.flush()
+            assert watched.settled_change() is None
+    assert watched.settled_change() == stat_of(path)  # the same stat twice running: settled
+    watched.loaded(stat_of(path))
+    assert watched.in_force == stat_of(path) and watched.settled_change() is None
+
+
+def test_a_refused_version_is_not_offered_again_until_the_file_changes(path: Path, watched: SettledFile) -> None:
+    write_aside(path, "a broken version\n")
+    assert watched.settled_change() is None
+    broken = watched.settled_change()
+    assert broken == stat_of(path)
+    watched.refused(broken)
+    assert [watched.settled_change() for _ in range(3)] == [None, None, None]
+    write_aside(path, "a good version, at last\n")
+    assert watched.settled_change() is None
+    assert watched.settled_change() == stat_of(path) != broken
+
+
+def test_forget_offers_a_refused_version_again_after_it_holds_still(path: Path, watched: SettledFile) -> None:
+    # What an operator's reload (SIGHUP) starts from: nothing pending, nothing refused.
+    write_aside(path, "a broken version\n")
+    watched.settled_change()
+    broken = watched.settled_change()
+    assert broken is not None
+    watched.refused(broken)
+    watched.forget()
+    assert watched.settled_change() is None
+    assert watched.settled_change() == broken
+
+
+def test_a_file_renamed_over_with_the_old_mtime_and_size_is_a_change(path: Path, watched: SettledFile) -> None:
+    old = os.stat(path)
+    aside = path.with_name("aside")
+    aside.write_text("same length!!\n")  # as long as "first version\n"
+    os.utime(aside, ns=(old.st_atime_ns, old.st_mtime_ns))  # as cp -p or a ConfigMap's copy may leave it
+    os.replace(aside, path)
+    new = stat_of(path)
+    assert (new.mtime_ns, new.size) == (old.st_mtime_ns, old.st_size) and new.inode != old.st_ino
+    assert watched.settled_change() is None
+    assert watched.settled_change() == new
+
+
+def test_a_removed_file_is_reported_once_it_has_held_still_and_its_return_is_a_change(
+    path: Path, watched: SettledFile
+) -> None:
+    path.unlink()
+    assert stat_of(path) == GONE and not GONE.exists
+    assert watched.settled_change() is None
+    assert watched.settled_change() == GONE
+    watched.loaded(GONE)  # the user acted: nothing is in force now
+    assert [watched.settled_change() for _ in range(2)] == [None, None]
+    write_aside(path, "back\n")
+    assert watched.settled_change() is None
+    back = watched.settled_change()
+    assert back == stat_of(path) and back is not None and back.exists
+
+
+def test_a_file_that_appears_is_a_change_when_none_was_in_force(tmp_path: Path) -> None:
+    path = tmp_path / "not-yet.txt"
+    watched = SettledFile(path)  # nothing in force: an absent file is no change
+    assert [watched.settled_change() for _ in range(2)] == [None, None]
+    write_aside(path, "here now\n")
+    assert watched.settled_change() is None
+    assert watched.settled_change() == stat_of(path)
+
+
+def test_a_file_back_as_the_version_in_force_is_no_change_and_ends_a_refusal(path: Path, watched: SettledFile) -> None:
+    original = path.with_name("original")
+    os.link(path, original)  # the version in force, kept under another name
+    write_aside(path, "a broken version\n")
+    watched.settled_change()
+    broken = watched.settled_change()
+    assert broken is not None
+    watched.refused(broken)
+    os.link(path, path.with_name("broken"))  # the refused version, kept too
+    os.replace(original, path)  # the version in force, back: same inode, mtime and size
+    assert watched.settled_change() is None
+    # The refusal ended with it: the very version refused, renamed in again, is offered once it holds still.
+    os.replace(path.with_name("broken"), path)
+    assert stat_of(path) == broken
+    assert watched.settled_change() is None
+    assert watched.settled_change() == broken
+
+
+def test_a_stat_tells_versions_apart_by_inode_mtime_and_size(path: Path) -> None:
+    st = os.stat(path)
+    assert stat_of(path) == FileStat.of(st) == FileStat(st.st_ino, st.st_mtime_ns, st.st_size)
+    assert stat_of(path).exists and stat_of(path.with_name("missing")) == GONE
