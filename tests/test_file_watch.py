@@ -1,17 +1,23 @@
 """The one rule of a watched file (ipintel/infra/file_watch.py): a change is acted on once it has held still for
-one poll, a refused version is not offered again until the file changes, a removal is a change like any other.
+one poll, a refused version is not offered again until the file changes, a removal is a change like any other;
+and its users on real files: the ``.mmdb`` watcher.
 
 A poll here is a direct call: the held-still timing is counted in polls, whatever the interval between them.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import pytest
 
+from ipintel.addresses import parse_ip
 from ipintel.infra.file_watch import GONE, FileStat, SettledFile, stat_of
+from ipintel.infra.mmdb import GeoDatabases, MmdbFile
+from ipintel.infra.reload import DatabaseWatcher
+from tests.support.mmdb import city_record, write_city_db
 
 
 def write_aside(path: Path, text: str) -> Path:
@@ -133,3 +139,57 @@ def test_a_stat_tells_versions_apart_by_inode_mtime_and_size(path: Path) -> None
     st = os.stat(path)
     assert stat_of(path) == FileStat.of(st) == FileStat(st.st_ino, st.st_mtime_ns, st.st_size)
     assert stat_of(path).exists and stat_of(path.with_name("missing")) == GONE
+
+
+# Its users ------------------------------------------------------------------------------------------------
+
+
+def city_of_8_8_8_8(db: MmdbFile) -> str | None:
+    record, _ = db.lookup(parse_ip("8.8.8.8"))
+    return None if record is None else str(record["city"]["names"]["en"])
+
+
+async def test_the_mmdb_watcher_reloads_a_replaced_file_at_the_second_poll_and_keeps_a_removed_ones_reader(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    city = write_city_db(tmp_path / "city.mmdb")
+    databases = GeoDatabases(city)
+    databases.load(index=False)
+    watcher = DatabaseWatcher(databases, interval=5)
+    db = databases.all()[0]
+    try:
+        aside = write_city_db(tmp_path / "next.mmdb", {"8.8.8.0/24": city_record(country="CH", city="Zurich")})
+        os.replace(aside, city)
+        with caplog.at_level(logging.INFO, logger="ipintel.reload"):
+            assert await watcher.check() == []  # seen, not yet held still
+            assert await watcher.check() == ["city"]
+            assert await watcher.check() == []
+        assert "reloaded the city database" in caplog.text and watcher.reloads == {("city", "ok"): 1}
+        assert city_of_8_8_8_8(db) == "Zurich"
+        # Removed: no change to act on; the reader opened keeps answering, nothing is counted.
+        city.unlink()
+        assert [await watcher.check() for _ in range(3)] == [[], [], []]
+        assert watcher.reloads == {("city", "ok"): 1} and db.loaded
+        assert city_of_8_8_8_8(db) == "Zurich"
+        # A file back is loaded like any change.
+        write_city_db(tmp_path / "next.mmdb")
+        os.replace(tmp_path / "next.mmdb", city)
+        assert [await watcher.check() for _ in range(2)] == [[], ["city"]]
+        assert city_of_8_8_8_8(db) == "Mountain View"
+    finally:
+        databases.close()
+
+
+async def test_the_mmdb_watcher_tries_a_broken_file_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    city = write_city_db(tmp_path / "city.mmdb")
+    databases = GeoDatabases(city)
+    databases.load(index=False)
+    watcher = DatabaseWatcher(databases, interval=5)
+    try:
+        write_aside(city, "this is not a MaxMind database\n")
+        with caplog.at_level(logging.ERROR, logger="ipintel.mmdb"):
+            assert [await watcher.check() for _ in range(5)] == [[]] * 5
+        assert watcher.reloads == {("city", "error"): 1}
+        assert len([r for r in caplog.records if "refused the city database" in r.message]) == 1
+    finally:
+        databases.close()
