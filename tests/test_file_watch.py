@@ -1,12 +1,13 @@
 """The one rule of a watched file (ipintel/infra/file_watch.py): a change is acted on once it has held still for
 one poll, a refused version is not offered again until the file changes, a removal is a change like any other;
-and its users on real files: the ``.mmdb`` watcher.
+and its two users, the ``.mmdb`` watcher and the API key file, on real files.
 
 A poll here is a direct call: the held-still timing is counted in polls, whatever the interval between them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -17,6 +18,7 @@ from ipintel.addresses import parse_ip
 from ipintel.infra.file_watch import GONE, FileStat, SettledFile, stat_of
 from ipintel.infra.mmdb import GeoDatabases, MmdbFile
 from ipintel.infra.reload import DatabaseWatcher
+from ipintel.web.api_keys import ApiKeys, read_key_file
 from tests.support.mmdb import city_record, write_city_db
 
 
@@ -193,3 +195,34 @@ async def test_the_mmdb_watcher_tries_a_broken_file_once(tmp_path: Path, caplog:
         assert len([r for r in caplog.records if "refused the city database" in r.message]) == 1
     finally:
         databases.close()
+
+
+async def test_a_removed_key_file_is_found_by_the_poll_and_revokes_every_key(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before SettledFile the poll saw a removal only after a refused file: a removal's stat and "nothing refused"
+    # were both None. The keys stayed in force.
+    key = "k" * 43
+    path = write_aside(tmp_path / "keys.txt", f"alice sha256:{hashlib.sha256(key.encode()).hexdigest()}\n")
+    keys = ApiKeys(path, read_key_file(path), rules=[])
+    assert keys.names == ["alice"] and await keys.check() is False
+    path.unlink()
+    with caplog.at_level(logging.ERROR, logger="ipintel.api_keys"):
+        assert await keys.check() is False  # seen, not yet held still
+        assert await keys.check() is True
+        assert await keys.check() is False  # acted on once
+    assert keys.names == [] and keys.reloads == {"removed": 1}
+    assert len([r for r in caplog.records if "is gone (it changed on disk)" in r.message]) == 1
+
+
+async def test_a_key_file_being_written_is_read_once_it_has_held_still(tmp_path: Path) -> None:
+    lines = [f"{name} sha256:{hashlib.sha256(name.encode() * 8).hexdigest()}\n" for name in ("alice", "bob", "carol")]
+    path = write_aside(tmp_path / "keys.txt", lines[0])
+    keys = ApiKeys(path, read_key_file(path), rules=[])
+    with path.open("a") as file:  # copied in place, a line at a time
+        for text in lines[1:]:
+            file.write(text)
+            file.flush()
+            assert await keys.check() is False and keys.names == ["alice"]
+    assert await keys.check() is True and keys.names == ["alice", "bob", "carol"]
+    assert keys.reloads == {"ok": 1}
