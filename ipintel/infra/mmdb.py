@@ -23,6 +23,7 @@ from typing import Any
 import maxminddb
 
 from ipintel.addresses import IPAddress
+from ipintel.infra.file_watch import FileStat, SettledFile, stat_of
 from ipintel.infra.freshness import max_age_of
 
 log = logging.getLogger("ipintel.mmdb")
@@ -79,8 +80,6 @@ def check_records(reader: maxminddb.Reader, check: RecordCheck) -> None:
 @dataclass(frozen=True)
 class _Opened:
     reader: maxminddb.Reader
-    mtime_ns: int
-    size: int
     # What the indexer builds from this reader, in a background thread (an ASN file's walk takes seconds
     # and must not delay start-up); swapped with the reader, never out of step. None: no indexer.
     index: concurrent.futures.Future[Any] | None = None
@@ -111,6 +110,8 @@ class MmdbFile:
         self.optional = optional
         self.max_age_setting = max_age
         self._opened: _Opened | None = None
+        # The stat of the file opened, against what the watcher's polls see (ipintel/infra/reload.py).
+        self.on_disk = SettledFile(self.path)
         self._lock = threading.Lock()
         self.last_error: str | None = None
         # Bumped by every successful (re)load: caches of answers derived from
@@ -165,7 +166,8 @@ class MmdbFile:
                     )
                     return False
             built = self._start_index(reader) if index else None
-            old, self._opened = self._opened, _Opened(reader, stat.st_mtime_ns, stat.st_size, built)
+            old, self._opened = self._opened, _Opened(reader, built)
+            self.on_disk.loaded(FileStat.of(stat))
             self.last_error = None
             self.generation += 1
         log.info("opened %s database %s (%s, built %s)", self.kind, self.path, database_type, self.build_date)
@@ -233,12 +235,9 @@ class MmdbFile:
             return None
 
     def changed_on_disk(self) -> bool:
-        opened = self._opened
-        try:
-            stat = os.stat(self.path)
-        except OSError:
-            return False
-        return opened is None or (stat.st_mtime_ns, stat.st_size) != (opened.mtime_ns, opened.size)
+        """Whether a file is on disk that is not the one opened, at once (the watcher waits for it to settle)."""
+        stat = stat_of(self.path)
+        return stat.exists and stat != self.on_disk.in_force
 
     def lookup(self, ip: IPAddress) -> tuple[dict[str, Any] | None, int]:
         """The record for ``ip`` and the prefix length of the network it was found in."""

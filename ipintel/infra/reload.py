@@ -1,35 +1,13 @@
-"""Reloading the ``.mmdb`` files while the service runs (docs/API.md#operations).
-
-Two triggers, one mechanism (:meth:`MmdbFile.load`, which opens the new file
-first and swaps the reader only when that worked, so a request in flight keeps
-the reader it started with and a broken file never replaces a good one):
-
-- SIGHUP (``python -m ipintel`` wires it to :meth:`DatabaseWatcher.reload_all`):
-  the operator says "reload now".
-- A file replaced on disk: a background task compares each file's mtime and
-  size with the ones it was opened with every ``interval`` seconds. A change
-  is acted on only when the new stat has held still for one more interval, so
-  a file copied in place (rather than written aside and renamed) is not opened
-  half-written. A file that failed to open is not retried until it changes
-  again, so a bad file costs one warning, not one per interval. A default file
-  that was not there at start (docs/CONFIGURATION.md#geoip-databases) is
-  loaded the same way once it appears.
-
-A refused file (corrupt, or none of the fields its kind needs) is a failed
-reload: the previous file stays loaded, the refusal is logged and counted.
-The same task warns once a day about each file older than its max age
-(ipintel/infra/freshness.py), as the start did.
-
-Polling rather than inotify: a stat of four files every few seconds costs
-nothing, needs no extra dependency, and works on every volume Kubernetes
-mounts (inotify misses the symlink swap of ConfigMap and projected volumes).
+"""Reloading the ``.mmdb`` files while the service runs (docs/API.md#operations): on SIGHUP
+(:meth:`DatabaseWatcher.reload_all`) and when a file is replaced on disk (the rule of
+:class:`~ipintel.infra.file_watch.SettledFile`), through :meth:`MmdbFile.load`, which swaps the reader only once
+the new file opened. The same task warns once a day about each stale file (:mod:`ipintel.infra.freshness`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -39,7 +17,6 @@ from ipintel.infra.mmdb import GeoDatabases, MmdbFile
 
 log = logging.getLogger("ipintel.reload")
 
-_StatKey = tuple[int, int, int]  # (inode, mtime_ns, size)
 _FileKey = tuple[str, str]  # (kind, path): one path may serve two kinds (IPinfo Lite: City and ASN)
 
 STALE_WARNING_INTERVAL = 86_400.0  # a stale file is warned about once a day
@@ -47,14 +24,6 @@ STALE_WARNING_INTERVAL = 86_400.0  # a stale file is warned about once a day
 
 def _key(db: MmdbFile) -> _FileKey:
     return (db.kind, str(db.path))
-
-
-def _stat_key(db: MmdbFile) -> _StatKey | None:
-    try:
-        st = os.stat(db.path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 class DatabaseWatcher:
@@ -69,8 +38,6 @@ class DatabaseWatcher:
         self.databases = databases
         self.interval = interval
         self.reloads: Counter[tuple[str, str]] = Counter()
-        self._pending: dict[_FileKey, _StatKey] = {}  # the changed stat seen at the last check
-        self._failed: dict[_FileKey, _StatKey] = {}  # the stat of a file that did not open
         self._clock = clock
         self._warned: dict[_FileKey, float] = {}  # when each stale file was last warned about
         self._task = BackgroundTask("mmdb-watcher")
@@ -90,8 +57,7 @@ class DatabaseWatcher:
             for db, ok in results:
                 if ok or not db.absent:
                     self._count(db, ok)
-                self._pending.pop(_key(db), None)
-                self._failed.pop(_key(db), None)
+                db.on_disk.forget()
         loaded = [db.kind for db, ok in results if ok]
         log.info("reloaded GeoIP databases on request: %s", ", ".join(loaded) or "none")
         return loaded
@@ -101,25 +67,19 @@ class DatabaseWatcher:
         reloaded: list[str] = []
         async with self._lock:
             for db in self.databases.all():
-                name = _key(db)
-                if not db.changed_on_disk():
-                    self._pending.pop(name, None)
-                    self._failed.pop(name, None)
+                stat = db.on_disk.settled_change()
+                if stat is None:
                     continue
-                key = _stat_key(db)
-                if key is None or key == self._failed.get(name):
+                if not stat.exists:
+                    db.on_disk.refused(stat)  # removed: the reader opened stays, until another file is there
                     continue
-                if self._pending.get(name) != key:
-                    self._pending[name] = key  # changed: act when it holds still one interval
-                    continue
-                del self._pending[name]
-                ok = await asyncio.to_thread(db.load)
+                ok = await asyncio.to_thread(db.load)  # in force now when it worked (MmdbFile.on_disk)
                 self._count(db, ok)
                 if ok:
                     reloaded.append(db.kind)
                     log.info("reloaded the %s database %s: it changed on disk", db.kind, db.path)
                 else:
-                    self._failed[name] = key
+                    db.on_disk.refused(stat)
         self.warn_stale()
         return reloaded
 

@@ -11,7 +11,6 @@ import asyncio
 import hashlib
 import hmac
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 from starlette.types import Scope
 
 from ipintel.infra.background import BackgroundTask, poll
+from ipintel.infra.file_watch import FileStat, SettledFile, stat_of
 from ipintel.infra.limiter import Clock, RateLimiter
 from ipintel.infra.shared import SharedRateLimiter
 from ipintel.web.client import Buckets, Caller
@@ -36,15 +36,7 @@ log = logging.getLogger("ipintel.api_keys")
 
 BUCKET_PREFIX = "key:"  # the rate-limit key of an API key's requests: key:<name> (never an address)
 
-_StatKey = tuple[int, int, int]  # (inode, mtime_ns, size)
 
-
-def _stat_key(path: Path) -> _StatKey | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def bucket_of(name: str) -> str:
@@ -93,9 +85,7 @@ class ApiKeys:
         self.requests: Counter[str] = Counter()
         self.refusals: Counter[str] = Counter()
         self.reloads: Counter[str] = Counter()
-        self._loaded: _StatKey | None = _stat_key(path)
-        self._pending: _StatKey | None = None  # a changed stat seen at the last poll
-        self._failed: _StatKey | None = None  # the stat of a file that was refused
+        self._on_disk = SettledFile(path, stat_of(path))  # the file in force, against what the polls see
         self._task = BackgroundTask("api-keys-watcher")
         self._lock = asyncio.Lock()
         self._install(list(keys))
@@ -181,32 +171,23 @@ class ApiKeys:
     async def reload(self) -> bool:
         """Re-read the file now (SIGHUP); whether its keys are now in force."""
         async with self._lock:
-            self._pending = self._failed = None
-            return await self._load(_stat_key(self.path), "on request")
+            self._on_disk.forget()
+            return await self._load(stat_of(self.path), "on request")
 
     async def check(self) -> bool:
         """One poll: reload the file when its change has held still for one interval; whether it did."""
         async with self._lock:
-            key = _stat_key(self.path)
-            if key == self._loaded:
-                self._pending = self._failed = None
-                return False
-            if key == self._failed:
-                return False  # already refused: until it changes again
-            if key != self._pending:
-                self._pending = key  # changed: act when it holds still one interval
-                return False
-            self._pending = None
-            return await self._load(key, "it changed on disk")
+            key = self._on_disk.settled_change()
+            return False if key is None else await self._load(key, "it changed on disk")
 
-    async def _load(self, key: _StatKey | None, why: str) -> bool:
+    async def _load(self, key: FileStat, why: str) -> bool:
         before = set(self.names)
-        if key is None and not self.path.exists():
+        if not key.exists and not self.path.exists():
             # Gone (issue 23, point 10): deleting the file is how an operator revokes everything in a hurry, and
             # keys nobody can see any more must not stay in force in silence. Every API request is 401 until a
             # file is back; the routes that need no key stay open.
             self._install([])
-            self._loaded = None
+            self._on_disk.loaded(key)
             self.reloads["removed"] += 1
             log.error(
                 "the API key file %s is gone (%s): its %d keys are revoked, every API request is refused 401 "
@@ -220,11 +201,11 @@ class ApiKeys:
             lines = await asyncio.to_thread(read_key_file, self.path)
         except KeyFileError as exc:
             self.reloads["error"] += 1
-            self._failed = key
+            self._on_disk.refused(key)
             log.error("refused the new API key file (%s): %s; the %d keys in force stay", why, exc, len(before))
             return False
         self._install(lines)
-        self._loaded = key
+        self._on_disk.loaded(key)
         self.reloads["ok"] += 1
         after = set(self.names)
         log.info(
