@@ -37,8 +37,6 @@ log = logging.getLogger("ipintel.api_keys")
 BUCKET_PREFIX = "key:"  # the rate-limit key of an API key's requests: key:<name> (never an address)
 
 
-
-
 def bucket_of(name: str) -> str:
     """The rate-limit key of the requests made with the key ``name``."""
     return BUCKET_PREFIX + name
