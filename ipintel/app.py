@@ -136,7 +136,7 @@ def create_app(
     app.router = SegmentRouter(routes, redirect_slashes=False, lifespan=lifespan)
     app.state.settings = settings
     app.state.intel = intel
-    # None when IPINTEL_RATE_LIMITS=off; MCP tools/call and the profile parts spend tokens through it.
+    # None when IPINTEL_RATE_LIMITS=off; for inspection only: requests spend through the Caller the gate resolved.
     app.state.limiter = shared_limiter or limiter
     app.state.metrics = metrics  # its registry is what GET /metrics exposes
     app.state.db_watcher = db_watcher
