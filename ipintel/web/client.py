@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ipintel.addresses import IPAddress
+from ipintel.addresses import IPAddress, canonical
 
 if TYPE_CHECKING:
     from ipintel.web.api_keys import OwnLimits
@@ -68,9 +68,7 @@ def _parse(text: str) -> IPAddress | None:
         ip = ipaddress.ip_address(text)
     except ValueError:
         return None
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
+    return canonical(ip)
 
 
 def _trusted(ip: IPAddress, proxies: Sequence[Network]) -> bool:
