@@ -15,12 +15,10 @@ stateless and offers tools and one resource (the MCP Apps card of
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
@@ -36,6 +34,7 @@ from ipintel.api.mcp.envelope import (
     check_request,
 )
 from ipintel.api.mcp.tools import CallContext, ToolSet
+from ipintel.encoding import dumps_text
 from ipintel.errors import ApiError
 from ipintel.schema_files import load_schema
 from ipintel.web.responses import rpc_error
@@ -81,24 +80,15 @@ def result(id_: str | int, value: dict[str, Any]) -> Answer:
     return {"jsonrpc": "2.0", "id": id_, "result": value}
 
 
-def _dumps(value: Any) -> str:
-    """Compact JSON text, as orjson writes it; the json module for what orjson refuses (integers past 64
-    bits, and a lone surrogate a client sent that an answer repeats)."""
-    try:
-        return orjson.dumps(value).decode("utf-8")
-    except TypeError:  # orjson.JSONEncodeError
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def tool_success(data: dict[str, Any]) -> dict[str, Any]:
     """The REST data object (docs/MCP.md#tools): as text for the model, and as structuredContent for programs."""
-    return {"content": [{"type": "text", "text": _dumps(data)}], "structuredContent": data, "isError": False}
+    return {"content": [{"type": "text", "text": dumps_text(data)}], "structuredContent": data, "isError": False}
 
 
 def tool_failure(failure: ApiError) -> dict[str, Any]:
     """A failure the model can read and correct, as the REST error object (docs/API.md#errors). No structuredContent:
     clients validate structuredContent against outputSchema, which describes successes."""
-    return {"content": [{"type": "text", "text": _dumps(failure.to_dict())}], "isError": True}
+    return {"content": [{"type": "text", "text": dumps_text(failure.to_dict())}], "isError": True}
 
 
 def _valid_id(value: Any) -> bool:
