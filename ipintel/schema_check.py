@@ -10,10 +10,13 @@ import json
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+
+from ipintel.schema_files import embeddable_schema
 
 QuickCheck = Callable[[Any], bool]
 
@@ -175,6 +178,12 @@ def most_useful(errors: Iterable[ValidationError]) -> ValidationError:
         nearest = max(branches.values(), key=lambda failures: min(len(e.absolute_path) for e in failures))
         best = min(nearest, key=_rank)
     return best
+
+
+@cache
+def file_check(name: str, *, what: str, noun: str = "member") -> SchemaCheck:
+    """The check of a schema file of ``schemas/`` (``"ip_batch.request"``), compiled once per process."""
+    return SchemaCheck(embeddable_schema(name), what=what, noun=noun)
 
 
 # Quick checks ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from ipintel.schema_check import Failure, SchemaCheck, json_type, plain_object_check, shown_value
+from ipintel.schema_check import Failure, SchemaCheck, file_check, json_type, plain_object_check, shown_value
 from ipintel.schema_files import load_schema
 
 ORDER = {
@@ -206,3 +206,16 @@ def test_the_quick_check_says_yes_exactly_when_the_validator_does(document: Any)
     check = plain_object_check(ORDER)
     assert check is not None
     assert check(document) == Draft202012Validator(ORDER).is_valid(document), document
+
+
+# The batch body --------------------------------------------------------------------------------------------
+
+
+def test_the_batch_body_is_checked_quickly_with_no_limit_on_its_addresses() -> None:
+    """The limit is per server (IPINTEL_BATCH_MAX), checked by the service: the schema file sets none."""
+    check = file_check("ip_batch.request", what="a batch")
+    assert check is file_check("ip_batch.request", what="a batch")  # compiled once
+    assert plain_object_check(check.schema) is not None
+    assert check.failure({"ips": ["8.8.8.8"] * 5000, "include": ["geo", "whois"]}) is None
+    assert check.failure({"ips": []}) is None
+    assert refusal(check, {"ips": ["8.8.8.8"], "include": None}).path == ("include",)
