@@ -46,6 +46,15 @@ def _parse_ip(text: str) -> IPAddress:
         ip = ipaddress.ip_address(text)
     except ValueError:
         raise ApiError("invalid_ip", f"{_show(text)} is not an IPv4 or IPv6 address") from None
+    return canonical(ip)
+
+
+def canonical(ip: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv4-mapped IPv6 address (``::ffff:8.8.8.8``) carries, else ``ip`` itself.
+
+    Dual-stack sockets and proxies write IPv4 clients that way; one host must
+    have one answer, one cache entry and one rate-limit key whichever form it
+    arrives in (docs/API.md#addresses-and-domain-names)."""
     if ip.version == 6 and ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
     return ip

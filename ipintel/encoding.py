@@ -28,3 +28,9 @@ def dumps(value: Any) -> bytes:
     except UnicodeEncodeError:
         # A lone surrogate: UTF-8 cannot hold it, so it goes out as the escape it came in as.
         return json.dumps(value, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def dumps_text(value: Any) -> str:
+    """:func:`dumps` as text, for JSON carried inside JSON (an MCP tool result's ``text``). A lone surrogate
+    stays the escape ``\\ud800``, so the text is valid JSON that any strict parser reads back."""
+    return dumps(value).decode("utf-8")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ipintel.addresses import parse_domain, parse_ip, reserved_range
+from ipintel.addresses import canonical, parse_domain, parse_ip, reserved_range
 from ipintel.errors import ApiError
 
 
@@ -22,6 +22,23 @@ from ipintel.errors import ApiError
 )
 def test_canonical_forms(text: str, canonical: str) -> None:
     assert str(parse_ip(text)) == canonical
+
+
+@pytest.mark.parametrize(
+    ("given_ip", "expected"),
+    [
+        ("::ffff:8.8.8.8", "8.8.8.8"),
+        ("::ffff:0:0", "0.0.0.0"),
+        ("8.8.8.8", "8.8.8.8"),
+        ("2001:db8::1", "2001:db8::1"),
+        ("::8.8.8.8", "::808:808"),  # IPv4-compatible (deprecated), not mapped: stays IPv6
+        ("64:ff9b::808:808", "64:ff9b::808:808"),  # NAT64 is another host's address, not a spelling of this one
+    ],
+)
+def test_canonical_unwraps_an_ipv4_mapped_address_and_nothing_else(given_ip: str, expected: str) -> None:
+    ip = ipaddress.ip_address(given_ip)
+    assert canonical(ip) == ipaddress.ip_address(expected)
+    assert canonical(canonical(ip)) == canonical(ip)
 
 
 @given(st.ip_addresses())

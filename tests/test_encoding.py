@@ -7,7 +7,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ipintel.encoding import dumps
+from ipintel.api.mcp.protocol import tool_success
+from ipintel.encoding import dumps, dumps_text
 from ipintel.settings import Settings
 from tests.support.app import running_app
 
@@ -45,3 +46,12 @@ async def test_an_ipv6_range_answers_its_exact_host_count(settings: Settings) ->
     assert response.status_code == 200
     assert b'"totalHosts":1208925819614629174706176' in response.content
     assert response.json()["data"]["usableHosts"] == 2**80
+
+
+def test_a_tool_result_text_is_json_for_what_orjson_refuses() -> None:
+    """The text of an MCP tool result is JSON inside JSON: it goes through the same encoder, fallbacks included."""
+    data = {"totalHosts": 2**80, "name": "\ud800", "city": "Zürich"}
+    text = tool_success(data)["content"][0]["text"]
+    assert json.loads(text) == data
+    assert text.encode("utf-8")  # the lone surrogate is the escape it came in as, not a character UTF-8 refuses
+    assert dumps_text({"n": 1}) == '{"n":1}'

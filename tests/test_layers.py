@@ -17,7 +17,7 @@ PACKAGE = Path(ipintel.__file__).resolve().parent
 LAYERS: list[tuple[str, ...]] = [
     ("ipintel", "ipintel.errors", "ipintel.encoding", "ipintel.addresses"),
     ("ipintel.infra", "ipintel.geodata"),
-    ("ipintel.settings", "ipintel.logs", "ipintel.schema_files", "ipintel.metrics"),
+    ("ipintel.settings", "ipintel.logs", "ipintel.schema_files", "ipintel.schema_check", "ipintel.metrics"),
     ("ipintel.capabilities",),
     ("ipintel.service",),
     ("ipintel.web",),

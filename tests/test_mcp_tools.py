@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from ipintel.api.mcp.protocol import _plainly_valid_request
-from ipintel.api.mcp.tools import TOOLS, TOOLS_BY_NAME, plain_object_check
+from ipintel.api.mcp.tools import TOOLS, TOOLS_BY_NAME
+from ipintel.schema_check import plain_object_check
 from ipintel.schema_files import embeddable_schema, load_schema
 from ipintel.settings import Settings
 from tests.support.app import running_app
@@ -31,8 +32,6 @@ from tests.support.rdap_server import RdapServer, Reply, rdap_fixture
 from tests.support.reputation_server import ReputationServer
 
 ORDER = TOOL_ORDER
-# The tools whose arguments are all plain strings: they have the quick argument check (plain_object_check).
-PLAIN = ["lookup_ip", "whois_ip", "lookup_dns", "check_blacklist", "detect_vpn", "calculate_cidr", "lookup_asn"]
 
 
 async def rest_data(client: httpx.AsyncClient, path: str, **params: str) -> Any:
@@ -401,15 +400,17 @@ _JSON_VALUES = st.recursive(
 )
 
 
-def test_the_tools_with_plain_arguments_have_the_quick_check() -> None:
-    """Plain string arguments get the quick check; array arguments (profile_ip's and lookup_ips' include,
-    lookup_ips' ips) are left to the validator alone."""
+def test_every_tool_has_the_quick_argument_check() -> None:
+    """Every tool's arguments are strings or lists of strings (profile_ip's and lookup_ips' include, lookup_ips'
+    ips), the shapes the quick check knows: a valid call never walks the validator."""
     quick = [tool.name for tool in TOOLS if plain_object_check(load_schema(tool.input_schema_name)) is not None]
-    assert quick == PLAIN
-    assert set(ORDER) - set(PLAIN) == {"profile_ip", "lookup_ips"}
+    assert quick == ORDER
 
 
-@pytest.mark.parametrize("tool", [TOOLS_BY_NAME[name] for name in PLAIN], ids=lambda tool: tool.name)
+_PARTS = ["geo", "vpn", "whois", "blacklist", "ptr", "GEO", ""]
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda tool: tool.name)
 @examples(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_the_quick_argument_check_never_passes_what_the_schema_refuses(tool: Any, data: st.DataObject) -> None:
@@ -417,8 +418,15 @@ def test_the_quick_argument_check_never_passes_what_the_schema_refuses(tool: Any
     check = plain_object_check(schema)
     assert check is not None, f"{tool.name} has plain arguments: it has the quick check"
     names = st.sampled_from([*schema["properties"], "other"])
+    strings = st.one_of(
+        st.sampled_from(["A", "mx", "MX", "8.8.8.8", "", *_PARTS]), st.text(alphabet="AMXNSTC", max_size=5)
+    )
     values = st.one_of(
-        _JSON_VALUES, st.sampled_from(["A", "mx", "MX", "8.8.8.8", ""]), st.text(alphabet="AMXNSTC", max_size=5)
+        _JSON_VALUES,
+        strings,
+        st.lists(st.sampled_from(_PARTS), max_size=3),
+        st.lists(strings | _JSON_VALUES, max_size=3),
+        st.lists(st.just("8.8.8.8"), min_size=99, max_size=102),  # lookup_ips takes at most 100
     )
     arguments = data.draw(st.dictionaries(names, values, max_size=4))
     valid = Draft202012Validator(schema).is_valid(arguments)

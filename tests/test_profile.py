@@ -511,10 +511,13 @@ async def test_the_batch_limit_is_configurable(net_settings: Settings) -> None:
         (b'{"ips": ["8.8.8.8"], "include": "geo"}', "include must be a list"),
         (b'{"ips": ["8.8.8.8"], "include": null}', "include must be a list"),
         (b'{"ips": ["8.8.8.8"], "include": {"geo": true}}', "include must be a list"),
-        (b'{"ips": ["8.8.8.8"], "include": []}', "include names no part"),
-        (b'{"ips": ["8.8.8.8"], "include": ["geo", "nope"]}', "unknown part 'nope'"),
-        (b'{"ips": ["8.8.8.8"], "include": ["geo", 1]}', "unknown part 1"),
-        (b'{"ips": ["8.8.8.8"], "include": [["geo"]]}', "unknown part"),
+        (b'{"ips": ["8.8.8.8"], "include": []}', "include must be a list of one or more parts (geo, vpn"),
+        (
+            b'{"ips": ["8.8.8.8"], "include": ["geo", "nope"]}',
+            "'include[1]' must be one of geo, vpn, whois, blacklist, ptr, not 'nope'",
+        ),
+        (b'{"ips": ["8.8.8.8"], "include": ["geo", 1]}', "'include[1]' must be a string, not a number"),
+        (b'{"ips": ["8.8.8.8"], "include": [["geo"]]}', "'include[0]' must be a string, not an array"),
     ],
 )
 async def test_a_body_of_the_wrong_shape_is_invalid_request(client: httpx.AsyncClient, body: bytes, said: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from yarl import URL
 
-from ipintel.addresses import IPAddress
+from ipintel.addresses import IPAddress, canonical
 from ipintel.errors import ApiError, UpstreamError
 from ipintel.infra.rdap_bootstrap import RdapBootstrap
 from ipintel.infra.registry_gate import RegistryGate
@@ -475,9 +475,7 @@ def _address(value: object) -> str | None:
         ip = ipaddress.ip_address(value.strip())
     except ValueError:
         return None
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return str(ip)
+    return str(canonical(ip))
 
 
 def _country(value: object) -> str | None:

@@ -10,10 +10,8 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ipintel.addresses import IPAddress
+from ipintel.addresses import IPAddress, canonical
 
 Clock = Callable[[], float]
 
@@ -48,10 +46,9 @@ def client_key(ip: IPAddress | str | None) -> str:
             ip = ipaddress.ip_address(ip)
         except ValueError:
             return UNKNOWN_CLIENT
+    ip = canonical(ip)
     if ip.version == 4:
         return str(ip)
-    if ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
     return f"{ipaddress.IPv6Address(int(ip) & _V6_PREFIX_MASK)}/64"
 
 

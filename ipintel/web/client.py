@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ipintel.addresses import IPAddress
+from ipintel.addresses import IPAddress, canonical
 from ipintel.errors import ApiError
 from ipintel.infra.limiter import Decision, Quota, RateLimiter
 from ipintel.infra.shared import SharedRateLimiter
@@ -94,9 +94,7 @@ def _parse(text: str) -> IPAddress | None:
         ip = ipaddress.ip_address(text)
     except ValueError:
         return None
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
+    return canonical(ip)
 
 
 def _trusted(ip: IPAddress, proxies: Sequence[Network]) -> bool:

@@ -1,28 +1,17 @@
-"""JSON-RPC 2.0 for the MCP endpoint (docs/MCP.md), independent of HTTP.
-
-:class:`McpProtocol` takes a parsed JSON body (one message or a batch) and
-returns what to answer: a response object, an array of them, or ``None`` when
-nothing is to be answered (only notifications and responses: HTTP 202).
-
-Each message is classified by its keys (``method`` and ``id``: a request;
-``method`` alone: a notification; ``result``/``error``: a response) and then
-validated against its envelope schema in ``schemas/mcp/``. The server is
-stateless and offers tools and one resource (the MCP Apps card of
-:mod:`ipintel.api.mcp.apps`), so every method works without a prior
-``initialize`` and one answer fits every protocol version it speaks.
+"""JSON-RPC 2.0 for the MCP endpoint (docs/MCP.md), independent of HTTP: :class:`McpProtocol` answers a parsed
+body (a message or a batch) in either era, or says there is nothing to answer (``None``: HTTP 202). Each message
+is classified by its keys and checked against its envelope schema in ``schemas/mcp/``.
 """
+
+# Stateless, with tools and one resource (the MCP Apps card): every method works without a prior initialize, and
+# one answer fits every protocol version the server speaks.
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-
-import orjson
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
 
 from ipintel import __version__
 from ipintel.api.mcp import apps
@@ -36,7 +25,9 @@ from ipintel.api.mcp.envelope import (
     check_request,
 )
 from ipintel.api.mcp.tools import CallContext, ToolSet
+from ipintel.encoding import dumps_text
 from ipintel.errors import ApiError
+from ipintel.schema_check import QuickCheck, SchemaCheck
 from ipintel.schema_files import load_schema
 from ipintel.web.responses import rpc_error
 
@@ -81,24 +72,15 @@ def result(id_: str | int, value: dict[str, Any]) -> Answer:
     return {"jsonrpc": "2.0", "id": id_, "result": value}
 
 
-def _dumps(value: Any) -> str:
-    """Compact JSON text, as orjson writes it; the json module for what orjson refuses (integers past 64
-    bits, and a lone surrogate a client sent that an answer repeats)."""
-    try:
-        return orjson.dumps(value).decode("utf-8")
-    except TypeError:  # orjson.JSONEncodeError
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def tool_success(data: dict[str, Any]) -> dict[str, Any]:
     """The REST data object (docs/MCP.md#tools): as text for the model, and as structuredContent for programs."""
-    return {"content": [{"type": "text", "text": _dumps(data)}], "structuredContent": data, "isError": False}
+    return {"content": [{"type": "text", "text": dumps_text(data)}], "structuredContent": data, "isError": False}
 
 
 def tool_failure(failure: ApiError) -> dict[str, Any]:
     """A failure the model can read and correct, as the REST error object (docs/API.md#errors). No structuredContent:
     clients validate structuredContent against outputSchema, which describes successes."""
-    return {"content": [{"type": "text", "text": _dumps(failure.to_dict())}], "isError": True}
+    return {"content": [{"type": "text", "text": dumps_text(failure.to_dict())}], "isError": True}
 
 
 def _valid_id(value: Any) -> bool:
@@ -106,31 +88,16 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _envelope_message(kind: str, failure: ValidationError) -> str:
-    """Say what is wrong with an envelope without echoing the client's values."""
-    member = str(failure.absolute_path[0]) if failure.absolute_path else None
-    # jsonschema types these as possibly unset; for these keywords they are the instance, the keyword's value
-    # and the (object) schema.
-    instance: Any = failure.instance
-    expected: Any = failure.validator_value
-    schema: Any = failure.schema
-    if failure.validator == "required":
-        missing = [m for m in expected if m not in instance]
-        member = missing[0] if missing else member
-    if failure.validator == "additionalProperties":
-        extra = sorted(set(instance) - set(schema.get("properties", {})))
-        return f"unexpected member {', '.join(repr(m[:40]) for m in extra[:5])} in a JSON-RPC {kind}"
-    if member == "jsonrpc":
-        return 'a JSON-RPC 2.0 message needs "jsonrpc": "2.0"'
-    if member == "id":
-        return "the id must be a string or an integer (not null, a fraction, a boolean, an array or an object)"
-    if member == "method":
-        return "the method must be a non-empty string of at most 256 characters"
-    if member == "params":
-        return "params must be an object"
-    if member in ("result", "error"):
-        return f"a JSON-RPC response needs a well-formed {member}"
-    return f"not a valid JSON-RPC 2.0 {kind}"
+# What a malformed member of an envelope is called out as: the rule it breaks, which a client can act on,
+# rather than the schema's keyword (an id of 1.5 fails "type", one of 1.0 fails in _valid_id: one message).
+_MEMBER_PROBLEMS = {
+    "jsonrpc": 'a JSON-RPC 2.0 message needs "jsonrpc": "2.0"',
+    "id": "the id must be a string or an integer (not null, a fraction, a boolean, an array or an object)",
+    "method": "the method must be a non-empty string of at most 256 characters",
+    "params": "params must be an object",
+    "result": "a JSON-RPC response needs a well-formed result",
+    "error": "a JSON-RPC response needs a well-formed error",
+}
 
 
 _REQUEST_MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
@@ -152,18 +119,14 @@ def _plainly_valid_request(message: dict[str, Any]) -> bool:
 
 
 class _Envelope:
-    def __init__(self, name: str) -> None:
-        self.kind = name
-        self.validator = Draft202012Validator(load_schema(f"mcp/{name}"))
-        self.fast = _plainly_valid_request if name == "request" else None
+    def __init__(self, kind: str, quick: QuickCheck | None = None) -> None:
+        self.check = SchemaCheck(load_schema(f"mcp/{kind}"), what=f"a JSON-RPC {kind}", quick=quick)
 
     def problem(self, message: dict[str, Any]) -> str | None:
-        if (self.fast is not None and self.fast(message)) or self.validator.is_valid(message):
+        failure = self.check.failure(message)
+        if failure is None:
             return None
-        failure = min(self.validator.iter_errors(message), key=lambda e: len(e.absolute_path))
-        if failure.validator == "oneOf" and failure.context:  # response.json: report the nearest branch
-            failure = min(failure.context, key=lambda e: (e.validator != "additionalProperties", -len(e.absolute_path)))
-        return _envelope_message(self.kind, failure)
+        return _MEMBER_PROBLEMS.get(failure.member or "", failure.message)
 
 
 class McpProtocol:
@@ -178,7 +141,7 @@ class McpProtocol:
     def __init__(self, intel: Intel, tools: ToolSet) -> None:
         self.intel = intel
         self.tools = tools
-        self._request = _Envelope("request")
+        self._request = _Envelope("request", _plainly_valid_request)
         self._notification = _Envelope("notification")
         self._response = _Envelope("response")
         self._legacy_methods: dict[str, _Handler] = {
@@ -326,11 +289,7 @@ class McpProtocol:
                 # A notification is never answered, except that a malformed one is an Invalid Request (JSON-RPC 5.1).
                 return "notification", rpc_error(None, INVALID_REQUEST, problem) if problem else None
             id_ = message["id"]
-            problem = (
-                "the id must be a string or an integer (not null, a fraction, a boolean, an array or an object)"
-                if not _valid_id(id_)
-                else self._request.problem(message)
-            )
+            problem = _MEMBER_PROBLEMS["id"] if not _valid_id(id_) else self._request.problem(message)
             if problem:
                 return "invalid", rpc_error(id_ if _valid_id(id_) else None, INVALID_REQUEST, problem)
             return "request", None

@@ -1,28 +1,18 @@
-"""The MCP tools (docs/MCP.md#tools): thin adapters from tool arguments to one ``Intel`` method each.
-
-A tool here is what ``tools/list`` shows a model (name, title, description,
-``inputSchema``, ``outputSchema``, annotations) plus a few lines that turn its
-arguments into the call of the same :class:`~ipintel.service.Intel` method the
-REST route calls, so both share behaviour, caches and errors.
-
-The schemas come from ``schemas/``: ``mcp/tools/<tool>.input.json`` for the
-arguments, the REST response schema of the tool's route for the output (one
-source for the OpenAPI document, the REST tests and the tools).
+"""The MCP tools (docs/MCP.md#tools): what ``tools/list`` shows a model, and for each a few lines that call the
+same :class:`~ipintel.service.Intel` method as its REST route, so both share behaviour, caches and errors. The
+input schemas are ``schemas/mcp/tools/<tool>.input.json``; the output is the REST route's response schema.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
-
 from ipintel.errors import ApiError
 from ipintel.infra.limiter import Quota
+from ipintel.schema_check import Failure, SchemaCheck
 from ipintel.schema_files import embeddable_schema
 
 if TYPE_CHECKING:
@@ -342,46 +332,9 @@ def input_schema(tool: Tool) -> dict[str, Any]:
 # Argument checking ---------------------------------------------------------------
 
 
-def _argument_error(tool: Tool, error: ValidationError, schema: dict[str, Any]) -> ApiError:
-    """A readable ``isError`` message for a schema failure, written without echoing the client's value
-    (which could be a megabyte long) and with the error code the REST route would use."""
-    allowed = ", ".join(schema.get("properties", {})) or "none"
-    # jsonschema types these as possibly unset; for the keywords below they are the schema's value and the instance.
-    instance: Any = error.instance
-    expected: Any = error.validator_value
-    if error.validator == "required":
-        missing = next((m for m in expected if m not in instance), "?")
-        example = schema["properties"].get(missing, {}).get("examples", [None])[0]
-        hint = f", e.g. {json.dumps(example)}" if example is not None else ""
-        return ApiError(
-            _CODE_BY_ARGUMENT.get(missing, "invalid_request"), f"{tool.name} needs the argument '{missing}'{hint}"
-        )
-    if error.validator == "additionalProperties":
-        extra = sorted(set(instance) - set(schema.get("properties", {})))
-        shown = ", ".join(repr(name[:40]) for name in extra[:5])
-        return ApiError("invalid_request", f"{tool.name} does not take {shown}; its arguments are: {allowed}")
-    argument = str(error.absolute_path[0]) if error.absolute_path else None
-    code = _CODE_BY_ARGUMENT.get(argument or "", "invalid_request")
-    if error.validator == "type":
-        return ApiError(code, f"the argument '{argument}' must be a {expected}, not {_json_type(instance)}")
-    if error.validator == "enum":
-        choices = ", ".join(str(v) for v in expected)
-        return ApiError(code, f"the argument '{argument}' must be one of {choices}")
-    return ApiError(code, f"the argument '{argument}' does not match the tool's inputSchema ({error.validator})")
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return "a string"
+def _argument_error(failure: Failure) -> ApiError:
+    """A schema failure of the arguments, with the error code the REST route would give for the same value."""
+    return ApiError(_CODE_BY_ARGUMENT.get(failure.member or "", "invalid_request"), failure.message)
 
 
 @dataclass
@@ -391,15 +344,11 @@ class ToolSet:
     tools: Sequence[Tool]
     listing: list[dict[str, Any]] = field(init=False)
     by_name: dict[str, Tool] = field(init=False)
-    _validators: dict[str, Draft202012Validator] = field(init=False)
-    _plain_checks: dict[str, Callable[[dict[str, Any]], bool]] = field(init=False)
-    _inputs: dict[str, dict[str, Any]] = field(init=False)
+    _checks: dict[str, SchemaCheck] = field(init=False)
 
     def __post_init__(self) -> None:
-        self._inputs = {tool.name: input_schema(tool) for tool in self.tools}
-        self._validators = {name: Draft202012Validator(schema) for name, schema in self._inputs.items()}
-        self._plain_checks = {
-            name: check for name, schema in self._inputs.items() if (check := plain_object_check(schema)) is not None
+        self._checks = {
+            tool.name: SchemaCheck(input_schema(tool), what=tool.name, noun="argument") for tool in self.tools
         }
         self.listing = [self._describe(tool) for tool in self.tools]
         self.by_name = {tool.name: tool for tool in self.tools}
@@ -409,7 +358,7 @@ class ToolSet:
             "name": tool.name,
             "title": tool.title,
             "description": tool.description,
-            "inputSchema": self._inputs[tool.name],
+            "inputSchema": self._checks[tool.name].schema,
             "outputSchema": output_schema(tool.output),
             "annotations": {
                 "title": tool.title,
@@ -424,11 +373,9 @@ class ToolSet:
         """The arguments, canonicalised and valid against the tool's inputSchema; else ``ApiError``."""
         if tool.prepare is not None:
             arguments = tool.prepare(arguments)
-        validator = self._validators[tool.name]
-        plain = self._plain_checks.get(tool.name)
-        if not (plain is not None and plain(arguments)) and not validator.is_valid(arguments):
-            error = min(validator.iter_errors(arguments), key=_error_rank)
-            raise _argument_error(tool, error, self._inputs[tool.name])
+        failure = self._checks[tool.name].failure(arguments)
+        if failure is not None:
+            raise _argument_error(failure)
         return arguments
 
     async def call(self, intel: Intel, tool: Tool, arguments: dict[str, Any], context: CallContext) -> dict[str, Any]:
@@ -436,49 +383,3 @@ class ToolSet:
         arguments = self.check_arguments(tool, arguments)
         await context.spend(tool.quota)
         return await tool.run(intel, arguments, context)
-
-
-# Keywords that only describe: they never make an instance invalid.
-_ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "examples", "default"})
-
-
-def plain_object_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
-    """A quick yes for the common input schema: an object of known string members, some required, some
-    from an enum, nothing else allowed. ``None`` when the schema uses anything more (then the validator
-    alone decides). The check only says "valid"; a ``False`` sends the arguments to the validator, which
-    stays the one judge and writes the message. It spares a tools/call the validator's walk."""
-    properties = schema.get("properties", {})
-    if (
-        schema.keys() - _ANNOTATIONS > {"type", "properties", "required", "additionalProperties"}
-        or schema.get("type") != "object"
-        or schema.get("additionalProperties") is not False
-    ):
-        return None
-    choices: dict[str, frozenset[str] | None] = {}
-    for name, member in properties.items():
-        if member.keys() - _ANNOTATIONS > {"type", "enum"} or member.get("type") != "string":
-            return None
-        enum = member.get("enum")
-        if enum is not None and not all(isinstance(v, str) for v in enum):
-            return None
-        choices[name] = frozenset(enum) if enum is not None else None
-    required = frozenset(schema.get("required", ()))
-
-    def check(arguments: dict[str, Any]) -> bool:
-        if not required <= arguments.keys():
-            return False
-        for name, value in arguments.items():
-            if name not in choices or type(value) is not str:
-                return False
-            allowed = choices[name]
-            if allowed is not None and value not in allowed:
-                return False
-        return True
-
-    return check
-
-
-def _error_rank(error: ValidationError) -> tuple[int, int]:
-    """Report the most useful failure first: unknown and missing arguments, then per-argument ones."""
-    order = {"additionalProperties": 0, "required": 1, "type": 2}
-    return (order.get(str(error.validator), 3), len(error.absolute_path))

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from ipintel.api.rest.endpoint import Endpoint, path_param, query_param, query_params
 from ipintel.errors import ApiError
 from ipintel.infra.limiter import Quota, Spend
+from ipintel.schema_check import file_check
 from ipintel.service import Intel
 from ipintel.web.body import read_json
 from ipintel.web.client import caller_of
@@ -33,20 +34,21 @@ async def batch(request: Request, intel: Intel) -> dict[str, Any]:
 
 
 def _batch_request(document: Any) -> tuple[list[str], list[object] | None]:
-    """``ips`` and ``include`` of a batch body; ``invalid_request`` saying what is wrong with any other shape."""
-    if not isinstance(document, dict):
-        raise ApiError("invalid_request", 'the body must be an object: {"ips": [...], "include": [...]}')
-    unknown = sorted(set(document) - {"ips", "include"})
-    if unknown:
-        shown = ", ".join(repr(name[:40]) for name in unknown[:5])
-        raise ApiError("invalid_request", f"unexpected member {shown}; a batch takes ips and include")
-    ips = document.get("ips")
-    if not isinstance(ips, list) or not all(isinstance(ip, str) for ip in ips):
-        raise ApiError("invalid_request", 'ips must be a list of addresses as strings, e.g. {"ips": ["8.8.8.8"]}')
-    include = document.get("include")
-    if "include" in document and not isinstance(include, list):  # null too: the schema takes a list or nothing
-        raise ApiError("invalid_request", f"include must be a list of parts ({_PARTS})")
-    return ips, include
+    """``ips`` and ``include`` of a parsed batch body (``schemas/ip_batch.request.json``); ``invalid_request``
+    saying what is wrong with any other shape. How many addresses a batch may hold is the service's to say:
+    the limit is per server (IPINTEL_BATCH_MAX)."""
+    failure = file_check("ip_batch.request", what="a batch").failure(document)
+    if failure is None:
+        return document["ips"], document.get("include")
+    if not failure.path and failure.keyword == "type":
+        message = 'the body must be an object: {"ips": [...], "include": [...]}'
+    elif failure.member == "ips":  # missing, not a list, or an item not a string: one sentence shows the shape
+        message = 'ips must be a list of addresses as strings, e.g. {"ips": ["8.8.8.8"]}'
+    elif failure.path == ("include",):  # not a list (null too), or an empty one; a bad item is named as such
+        message = f"include must be a list of one or more parts ({_PARTS})"
+    else:
+        message = failure.message
+    raise ApiError("invalid_request", message)
 
 
 _ERRORS = ("invalid_ip", "reserved_address", "invalid_request")
