@@ -103,11 +103,20 @@ test: $(DEV_STAMP) node-packages prerequisites test-databases
 ## test-fast: the unit tests alone (pytest -m unit: no other process, no system package, no network), in seconds,
 ## Hypothesis at 10 examples a property; the other kinds (process, browser, redis, k8s: tests/support/kinds.py) and
 ## every example run with `make test`. It installs the dev dependencies only into a venv without them (no network after).
+## TEST_WORKERS: pytest-xdist processes (default auto, one a CPU; 0 runs in this process alone).
 # Byte-code caches (gitignored) spare the next run compiling ~250 modules, even where the environment turns them off.
+# The unit tests are many short ones (1,250, ~40 ms each) plus some that wait on a real timeout: spread over one
+# process per core they take about half the time. --dist worksteal: a process that runs out of tests takes half of
+# another's remaining ones, so that no core waits for the other to finish a long stretch. A venv made before
+# pytest-xdist was a dev dependency runs them in one process (make test installs it).
+TEST_WORKERS ?= auto
 .PHONY: test-fast
 test-fast: export PYTHONDONTWRITEBYTECODE :=
 test-fast: $(if $(wildcard $(DEV_STAMP)),,$(DEV_STAMP))
-	$(PY) -m pytest -m unit --hypothesis-profile=fast
+	@if $(PY) -c 'import xdist' 2>/dev/null; then workers="-n $(TEST_WORKERS) --dist worksteal"; \
+	else echo "make test-fast: pytest-xdist is not installed: one process (make test installs it)"; workers=""; fi; \
+	echo "$(PY) -m pytest -m unit --hypothesis-profile=fast $$workers"; \
+	$(PY) -m pytest -m unit --hypothesis-profile=fast $$workers
 
 ## fuzz: the contract fuzzing of tests/test_fuzz.py, with many more (random) examples per operation
 fuzz: $(DEV_STAMP)
