@@ -95,10 +95,13 @@ prerequisites:
 test-databases: $(DEV_STAMP)
 	@$(PY) -m tests.support.real_databases
 
-## test: install the dev dependencies and run the whole suite; what it skips is said first and in the summary
+## test: install the dev dependencies and run the whole suite; what it skips is said first and in the summary.
+## TEST_WORKERS: pytest-xdist processes, as for test-fast (0: this process alone)
+# In one process a CPU as well (see test-fast): the process, browser and Redis tests each start their own servers
+# on free ports, and a module's server fixtures are started again in a worker that takes some of its tests.
 test: export PYTHONDONTWRITEBYTECODE :=
 test: $(DEV_STAMP) node-packages prerequisites test-databases
-	$(PY) -m pytest -rs
+	$(PY) -m pytest -rs -n $(TEST_WORKERS) --dist worksteal
 
 ## test-fast: the unit tests alone (pytest -m unit: no other process, no system package, no network), in seconds,
 ## Hypothesis at 10 examples a property; the other kinds (process, browser, redis, k8s: tests/support/kinds.py) and
