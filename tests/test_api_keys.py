@@ -99,6 +99,21 @@ def test_the_file_format() -> None:
         (f"alice sha256:{digest(ALICE)} dns=5,dns=6", "twice"),
         (f"alice sha256:{digest(ALICE)} general=5 extra", "no more fields"),
     ],
+    # Named, not shown: the keys are random, and a test's id must be the same in every process that collects it
+    # (pytest-xdist's workers each collect the suite and compare).
+    ids=[
+        "slash-in-name",
+        "name-too-long",
+        "no-digest",
+        "key-not-digest",
+        "digest-too-short",
+        "md5",
+        "zero-limit",
+        "limit-not-a-number",
+        "unknown-scope",
+        "scope-twice",
+        "extra-field",
+    ],
 )
 def test_a_malformed_line_names_its_number_never_its_text(text: str, reason: str) -> None:
     with pytest.raises(KeyFileError) as raised:

@@ -23,6 +23,7 @@ more with fresh random seeds.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -32,7 +33,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from subprocess import Popen
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -44,10 +45,12 @@ from tests.support.app import server_process
 from tests.support.fake_internet import ARIN_IP, DOMAIN, LISTED_IP, RIPE_IP, FakeInternet
 from tests.support.feeds import VPN_SERVER_ADDRESS
 
-schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is a dev dependency")
-
-from schemathesis import GenerationMode  # noqa: E402
-from schemathesis.checks import negative_data_rejection, not_a_server_error, positive_data_acceptance  # noqa: E402
+# schemathesis is imported where it is used: importing it takes about 0.4 s, which every pytest run that collects
+# this module (make test-fast, that runs none of its tests, included) would pay.
+if importlib.util.find_spec("schemathesis") is None:
+    pytest.skip("schemathesis is a dev dependency", allow_module_level=True)
+if TYPE_CHECKING:
+    from schemathesis import GenerationMode
 
 pytestmark = pytest.mark.usefixtures("healthy_net")  # the fault runs switch faults on: off again after each
 
@@ -179,7 +182,7 @@ def fuzz(
     schema: Any,
     url: str,
     *,
-    mode: GenerationMode = GenerationMode.POSITIVE,
+    mode: GenerationMode | None = None,
     examples: int = EXAMPLES,
     only: set[str] | None = None,
     excluded: tuple[Any, ...] = (),
@@ -188,7 +191,13 @@ def fuzz(
     """Run every operation (or ``only`` those) for ``examples`` cases; returns the statuses answered.
 
     ``strategy``: ``"random"`` (schemathesis's own generation), ``"meaningful"`` (the
-    values above), ``"both"`` (either, case by case; always random for invalid requests)."""
+    values above), ``"both"`` (either, case by case; always random for invalid requests). ``mode``: positive
+    (valid requests) unless told."""
+    from schemathesis import GenerationMode
+    from schemathesis.checks import negative_data_rejection, positive_data_acceptance
+
+    if mode is None:
+        mode = GenerationMode.POSITIVE
     statuses: Counter[int] = Counter()
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 12, [op.label for op in operations]
@@ -263,6 +272,8 @@ def fuzz_server(
 
 @pytest.fixture(scope="module")
 def api_schema(fuzz_server: tuple[str, Popen]):
+    import schemathesis
+
     url, _proc = fuzz_server
     return schemathesis.openapi.from_url(f"{url}/openapi.json")
 
@@ -278,6 +289,8 @@ def test_valid_requests_keep_the_contract(api_schema, fuzz_server: tuple[str, Po
 
 
 def test_invalid_requests_are_refused_as_documented(api_schema, fuzz_server: tuple[str, Popen]) -> None:
+    from schemathesis import GenerationMode
+
     url, proc = fuzz_server
     statuses = fuzz(api_schema, url, mode=GenerationMode.NEGATIVE)
     assert proc.poll() is None, "the server died"
@@ -298,6 +311,9 @@ def test_failing_upstreams_keep_the_contract(
     """502 and 504 are documented answers here (not_a_server_error would count them as
     failures); a 500 is not, and every answer must still match the document. A fresh
     server each time, so that no cached answer hides the fault."""
+    import schemathesis
+    from schemathesis.checks import not_a_server_error
+
     net.apply(*faults)
     with start(net, city_db, asn_db, tmp_path) as (client, proc):
         url = str(client.base_url).rstrip("/")
@@ -320,6 +336,8 @@ def test_failing_upstreams_keep_the_contract(
 def test_rate_limited_answers_keep_the_contract(net: FakeInternet, city_db: Path, asn_db: Path, tmp_path: Path) -> None:
     """With a bucket of 2 per scope most answers are 429: their body, Retry-After and
     RateLimit-* headers must match the document as every other answer does."""
+    import schemathesis
+
     limits = "general=2,dns=2,registry=2"
     with start(net, city_db, asn_db, tmp_path, IPINTEL_RATE_LIMITS=limits) as (client, proc):
         url = str(client.base_url).rstrip("/")

@@ -7,7 +7,11 @@ hidden in a function is still a dependency, and a cycle hidden there is still a 
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
+from types import MappingProxyType
 
 import ipintel
 
@@ -59,26 +63,30 @@ def imports_of(module: str) -> set[str]:
     return {name for name in found if name in MODULES and name != module}
 
 
-GRAPH = {module: imports_of(module) for module in MODULES}
+@functools.cache
+def import_graph() -> Mapping[str, AbstractSet[str]]:
+    """Every module's ``imports_of``, read once when a test first asks (not when the module is collected: parsing
+    every module takes about 0.5 s, which each pytest process, each xdist worker, would pay); read-only."""
+    return MappingProxyType({module: frozenset(imports_of(module)) for module in MODULES})
 
 
 def test_the_layers_know_every_module_and_the_graph_is_read() -> None:
     assert len(MODULES) > 80 and "ipintel.web.gate" in MODULES
-    assert "ipintel.infra.limiter" in GRAPH["ipintel.web.gate"]  # a plain import is read
+    assert "ipintel.infra.limiter" in import_graph()["ipintel.web.gate"]  # a plain import is read
     assert {layer_of(module) for module in MODULES} == set(range(len(LAYERS)))
 
 
 def test_no_module_imports_from_a_layer_above_it() -> None:
     upwards = [
         f"{module} (layer {layer_of(module)}) imports {target} (layer {layer_of(target)})"
-        for module, targets in GRAPH.items()
+        for module, targets in import_graph().items()
         for target in sorted(targets)
         if layer_of(target) > layer_of(module)
     ]
     assert upwards == []
 
 
-def cycles_in(graph: dict[str, set[str]]) -> list[list[str]]:
+def cycles_in(graph: Mapping[str, AbstractSet[str]]) -> list[list[str]]:
     """Every cycle a depth-first walk of ``graph`` closes, each as the path that closes it."""
     cycles: list[list[str]] = []
     state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -102,7 +110,7 @@ def cycles_in(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_module_imports_itself_through_others() -> None:
-    assert cycles_in(GRAPH) == []
+    assert cycles_in(import_graph()) == []
 
 
 def test_the_cycle_check_finds_a_loop_through_three_modules() -> None:

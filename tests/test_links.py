@@ -3,8 +3,10 @@ that code, comments and configuration name. Nothing points outside the repositor
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 
@@ -27,11 +29,23 @@ TEXT = {".py", ".md", ".toml", ".yaml", ".yml", ".txt", ".json", ".mjs", ".js", 
 TOP = ("ipintel", "tests", "scripts", "bench", "docs", "k8s", "schemas", ".ci")
 
 
+def _walk(skip: Callable[[str], bool]) -> Iterator[Path]:
+    """Every file and directory under ROOT, outside the directories ``skip`` names: those are not entered at all
+    (``.venv`` and ``.git`` hold tens of thousands of entries, each of which the filters below would drop)."""
+    for top, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not skip(d)]
+        yield from (Path(top, name) for name in (*dirs, *names))
+
+
+def _skipped(name: str) -> bool:
+    return name in SKIP_DIRS or name.endswith(".egg-info")
+
+
 def files() -> list[Path]:
     found = []
-    for path in sorted(ROOT.rglob("*")):
+    for path in sorted(_walk(_skipped)):
         rel = path.relative_to(ROOT)
-        if any(part in SKIP_DIRS or part.endswith(".egg-info") for part in rel.parts) or not path.is_file():
+        if any(_skipped(part) for part in rel.parts) or not path.is_file():
             continue
         if (path.suffix in TEXT or path.name in ("Makefile", "Containerfile")) and path.name != ".gitignore":
             found.append(path)
@@ -39,7 +53,9 @@ def files() -> list[Path]:
 
 
 FILES = files()
-NAMES = {p.name for p in FILES} | {p.name for p in ROOT.rglob("*") if not any(s in p.parts for s in SKIP_DIRS)}
+NAMES = {p.name for p in FILES} | {
+    p.name for p in _walk(SKIP_DIRS.__contains__) if not any(s in p.parts for s in SKIP_DIRS)
+}
 
 
 def slug(heading: str) -> str:

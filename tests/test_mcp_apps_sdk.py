@@ -9,10 +9,12 @@ card existed, and every client gets the same tool results. The TypeScript half n
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib.util
 import json
 import os
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -21,9 +23,12 @@ from ipintel.api.mcp import apps
 from tests.support.app import ROOT
 from tests.support.mcp_interop import NODE_DIR, mcp_server, require_node_packages  # noqa: F401  (a fixture)
 
-mcp = pytest.importorskip("mcp", reason="the MCP SDK is a dev dependency: pip install -e '.[dev]'")
-from mcp import Client  # noqa: E402
-from mcp.client.extension import ClientExtension  # noqa: E402
+# The SDK is imported where it is used: importing it takes about a second, which every pytest run that collects
+# this module (make test-fast, that runs none of its tests, included) would pay.
+if importlib.util.find_spec("mcp") is None:
+    pytest.skip("the MCP SDK is a dev dependency: pip install -e '.[dev]'", allow_module_level=True)
+if TYPE_CHECKING:
+    from mcp.client.extension import ClientExtension
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -37,17 +42,24 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-class McpApps(ClientExtension):
-    """What a host that renders MCP Apps declares (the extension's "Client (Host) Capabilities")."""
+@functools.cache
+def mcp_apps() -> type[ClientExtension]:
+    """The extension a host that renders MCP Apps declares (its "Client (Host) Capabilities")."""
+    from mcp.client.extension import ClientExtension
 
-    identifier = "io.modelcontextprotocol/ui"
+    class McpApps(ClientExtension):
+        identifier = "io.modelcontextprotocol/ui"
 
-    def settings(self) -> dict[str, Any]:
-        return {"mimeTypes": [MIME]}
+        def settings(self) -> dict[str, Any]:
+            return {"mimeTypes": [MIME]}
+
+    return McpApps
 
 
 async def python_client(url: str, mode: str, declare: bool) -> dict[str, Any]:
-    async with Client(url, mode=mode, extensions=[McpApps()] if declare else None) as client:
+    from mcp import Client
+
+    async with Client(url, mode=mode, extensions=[mcp_apps()()] if declare else None) as client:
         resources = (await client.list_resources()).resources
         read = (await client.read_resource(URI)).contents
         tools = (await client.list_tools()).tools

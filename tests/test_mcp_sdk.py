@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -42,11 +43,12 @@ from tests.support.mcp_interop import (
     require_node_packages,
 )
 
-mcp = pytest.importorskip("mcp", reason="the MCP SDK is a dev dependency: pip install -e '.[dev]'")
-from mcp import Client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
-from mcp.shared.exceptions import MCPError  # noqa: E402
+# The SDK is imported where it is used: importing it takes about a second, which every pytest run that collects
+# this module (make test-fast, that runs none of its tests, included) would pay.
+if importlib.util.find_spec("mcp") is None:
+    pytest.skip("the MCP SDK is a dev dependency: pip install -e '.[dev]'", allow_module_level=True)
+if TYPE_CHECKING:
+    from mcp import Client
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -99,6 +101,10 @@ class Wire:
 @contextlib.asynccontextmanager
 async def sdk_client(url: str, mode: str) -> AsyncIterator[tuple[Client, Wire]]:
     """``Client(url, mode=mode)``, with the SDK's default HTTP client plus a recorder of the exchanges."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     wire = Wire()
     async with create_mcp_http_client() as http:
         http.event_hooks = {"request": [], "response": [wire.on_response]}
@@ -131,6 +137,8 @@ def check_modern_wire(wire: Wire) -> None:
 
 async def list_and_call_everything(client: Client) -> None:
     """List the tools; call each with its good and bad arguments; an unknown tool is -32602."""
+    from mcp.shared.exceptions import MCPError
+
     listing = await client.list_tools()
     tools = {tool.name: tool for tool in listing.tools}
     assert list(tools) == live_tools()

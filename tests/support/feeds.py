@@ -203,7 +203,17 @@ CLOUDFLARE_V6 = [
 
 
 def world() -> dict[str, list[bytes]]:
-    """Feed name -> the bodies of its URLs, each feed at its minimum size or a bit above."""
+    """Feed name -> the bodies of its URLs, each feed at its minimum size or a bit above. A new dict and new lists
+    each call (a test may change its copy); the bodies, immutable, are built once."""
+    return {name: list(bodies) for name, bodies in _world().items()}
+
+
+@functools.cache  # served to every test that starts the feed server or the fake internet: ~0.1 s to build
+def _world() -> dict[str, tuple[bytes, ...]]:
+    return {name: tuple(bodies) for name, bodies in _world_bodies().items()}
+
+
+def _world_bodies() -> dict[str, list[bytes]]:
     return {
         "tor": [text_list([TOR_EXIT, *fillers("185.220.100.0/24", 150, 32)])],
         "aws": [aws_ip_ranges(["3.5.140.0/22", *fillers("52.0.0.0/10", 1100, 24)], ["2600:1f14::/35"])],

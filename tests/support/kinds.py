@@ -13,6 +13,7 @@ test the reading missed cannot hide among the unit tests.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import os
 import subprocess
@@ -22,8 +23,6 @@ from typing import Any
 
 import pytest
 
-from tests.support import app, browser, redis
-
 KINDS = {
     "unit": "runs in the pytest process alone: no other process, no system package, no network (make test-fast)",
     "process": "starts the real server (python -m ipintel, tests/support/app.py server_process) or another program",
@@ -32,12 +31,21 @@ KINDS = {
     "k8s": "reads and validates the Kubernetes manifests of k8s/ (tests/test_k8s.py)",
 }
 
-# What makes a kind, wherever it is reached from.
-_LEAVES: dict[int, str] = {
-    id(app.server_process): "process",
-    id(browser.require_chromium): "browser",
-    id(redis.require_redis): "redis",
-}
+
+@functools.cache
+def _leaves() -> dict[int, str]:
+    """What makes a kind, wherever it is reached from. Imported when the first test is read, not with this module:
+    tests/conftest.py imports it in every pytest process, and pytest-xdist's controller, which reads no test,
+    would import the app (about 0.3 s) before it starts the workers."""
+    from tests.support import app, browser, redis
+
+    return {
+        id(app.server_process): "process",
+        id(browser.require_chromium): "browser",
+        id(redis.require_redis): "redis",
+    }
+
+
 # Starting a program: a kind when a test module does it (the support modules start theirs through the leaves).
 _SPAWN = {
     id(f)
@@ -87,8 +95,8 @@ def _reached(root: Any) -> frozenset[str]:
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        if id(obj) in _LEAVES:
-            kinds.add(_LEAVES[id(obj)])
+        if id(obj) in _leaves():
+            kinds.add(_leaves()[id(obj)])
             continue
         if isinstance(obj, type):
             if _ours(obj):
