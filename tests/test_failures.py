@@ -99,3 +99,10 @@ async def test_a_json_body_that_does_not_parse_is_a_parse_error_on_the_mcp_endpo
     assert answer.status_code == 200  # the handshake era: JSON-RPC errors travel with 200
     error = answer.json()["error"]
     assert error["code"] == -32700 and error["message"].startswith("the body is not valid JSON at line 1 column")
+
+
+def test_the_error_schema_lists_exactly_the_codes_of_the_error_table() -> None:
+    from ipintel.schema_files import load_schema
+
+    enum = load_schema("error")["properties"]["error"]["properties"]["code"]["enum"]
+    assert sorted(enum) == sorted(STATUS_BY_CODE)
